@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * FUSE directory handlers.  A directory handle is a DIR stream on a fresh
+ * fd of the directory; offsets handed to the kernel are the backing
+ * filesystem's telldir cookies, so a listing resumed after entries were
+ * added or removed continues where the backing filesystem says, and never
+ * repeats or skips unchanged entries.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dcfs.h"
+
+struct dcfs_dir {
+	DIR *dp;
+	struct dirent *entry; /* read but not yet handed to the kernel */
+	off_t offset;
+};
+
+static struct dcfs_dir *dir_of(struct fuse_file_info *fi)
+{
+	return (struct dcfs_dir *)(uintptr_t)fi->fh;
+}
+
+static void dcfs_opendir(fuse_req_t req, fuse_ino_t ino,
+			 struct fuse_file_info *fi)
+{
+	struct dcfs_dir *d = calloc(1, sizeof(*d));
+	int fd, err = -ENOMEM;
+
+	if (!d)
+		goto out_err;
+	fd = openat(dcfs_inode_of(ino)->fd, ".",
+		    O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		goto out_free;
+	}
+	d->dp = fdopendir(fd);
+	if (!d->dp) {
+		err = -errno;
+		close(fd);
+		goto out_free;
+	}
+	fi->fh = (uintptr_t)d;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		/* Interrupted: the kernel will never release this handle. */
+		closedir(d->dp);
+		free(d);
+	}
+	return;
+out_free:
+	free(d);
+out_err:
+	fuse_reply_err(req, -err);
+}
+
+static bool is_dot_or_dotdot(const char *name)
+{
+	return name[0] == '.' &&
+	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
+
+static int next_entry(struct dcfs_dir *d, struct dirent **out)
+{
+	if (!d->entry) {
+		errno = 0;
+		d->entry = readdir(d->dp);
+		if (!d->entry)
+			return errno ? -errno : 0;
+	}
+	*out = d->entry;
+	return 1;
+}
+
+/*
+ * Adds one entry to the reply buffer; returns its size, 0 to skip it (it
+ * vanished between readdir and lookup), or a size larger than rem when the
+ * buffer is full (and then no lookup count is kept).
+ */
+static size_t add_entry(fuse_req_t req, fuse_ino_t ino, char *p, size_t rem,
+			const struct dirent *de, bool plus)
+{
+	struct fuse_entry_param e;
+	size_t size;
+
+	if (!plus || is_dot_or_dotdot(de->d_name)) {
+		memset(&e, 0, sizeof(e));
+		e.attr.st_ino = de->d_ino;
+		e.attr.st_mode = DTTOIF(de->d_type);
+		if (!plus)
+			return fuse_add_direntry(req, p, rem, de->d_name,
+						 &e.attr, de->d_off);
+		return fuse_add_direntry_plus(req, p, rem, de->d_name, &e,
+					      de->d_off);
+	}
+	if (inode_lookup(dcfs_inode_of(ino), de->d_name, &e) < 0)
+		return 0;
+	size = fuse_add_direntry_plus(req, p, rem, de->d_name, &e, de->d_off);
+	if (size > rem)
+		inode_forget(dcfs_inode_of(e.ino), 1);
+	return size;
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+		       off_t offset, struct fuse_file_info *fi, bool plus)
+{
+	struct dcfs_dir *d = dir_of(fi);
+	char *buf = malloc(size), *p = buf;
+	size_t rem = size;
+	struct dirent *de = NULL;
+	int err = 0;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (offset != d->offset) {
+		seekdir(d->dp, offset);
+		d->entry = NULL;
+		d->offset = offset;
+	}
+	while ((err = next_entry(d, &de)) > 0) {
+		size_t n = add_entry(req, ino, p, rem, de, plus);
+
+		if (n > rem)
+			break;
+		p += n;
+		rem -= n;
+		d->entry = NULL;
+		d->offset = de->d_off;
+	}
+	/* An error after some entries is reported by the next call. */
+	if (err < 0 && rem == size)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_buf(req, buf, size - rem);
+	free(buf);
+}
+
+static void dcfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+			 off_t offset, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, offset, fi, false);
+}
+
+static void dcfs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			     off_t offset, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, offset, fi, true);
+}
+
+static void dcfs_releasedir(fuse_req_t req, fuse_ino_t ino,
+			    struct fuse_file_info *fi)
+{
+	struct dcfs_dir *d = dir_of(fi);
+
+	(void)ino;
+	closedir(d->dp);
+	free(d);
+	fuse_reply_err(req, 0);
+}
+
+static void dcfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			  struct fuse_file_info *fi)
+{
+	int fd = dirfd(dir_of(fi)->dp);
+	int err = (int)dcfs_err(datasync ? fdatasync(fd) : fsync(fd));
+
+	(void)ino;
+	fuse_reply_err(req, -err);
+}
+
+void fuse_dir_ops(struct fuse_lowlevel_ops *ops)
+{
+	ops->opendir = dcfs_opendir;
+	ops->readdir = dcfs_readdir;
+	ops->readdirplus = dcfs_readdirplus;
+	ops->releasedir = dcfs_releasedir;
+	ops->fsyncdir = dcfs_fsyncdir;
+}

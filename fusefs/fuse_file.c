@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * FUSE handlers for open files.  Each open gets its own backing fd and an
+ * I/O strategy chosen once, here, at open/create; read and write only call
+ * through the handle.
+ *
+ * Locks are deliberately not implemented: without getlk/setlk/flock the
+ * kernel keeps flock and POSIX locks itself, with exact semantics between
+ * all processes using the mount (blocking waits, F_GETLK owners, release on
+ * close), which a daemon relaying them to its own backing fds cannot match.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "dcfs.h"
+
+/*
+ * O_DIRECT is not passed down: FUSE hands the daemon buffers with no
+ * alignment guarantee, so the backing file's alignment rules would leak out
+ * as EINVAL.  The kernel already bypasses its FUSE page cache for O_DIRECT
+ * callers.
+ */
+static int backing_flags(int flags)
+{
+	return (flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_DIRECT)) | O_CLOEXEC;
+}
+
+static int file_new(struct dcfs_inode *inode, int fd, int flags,
+		    struct fuse_file_info *fi)
+{
+	struct dcfs_file *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -ENOMEM;
+	f->fd = fd;
+	f->flags = flags;
+	f->inode = inode;
+	f->io = &io_plain;
+	fi->fh = (uintptr_t)f;
+	fi->keep_cache = 1;
+	return 0;
+}
+
+static void file_free(struct dcfs_file *f)
+{
+	if (f->io->release)
+		f->io->release(f);
+	close(f->fd);
+	free(f);
+}
+
+static void dcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct dcfs_inode *inode = dcfs_inode_of(ino);
+	char path[64];
+	int fd, err;
+
+	inode_proc_path(inode, path);
+	fd = open(path, backing_flags(fi->flags) & ~O_NOFOLLOW);
+	if (fd < 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	err = file_new(inode, fd, fi->flags, fi);
+	if (err) {
+		close(fd);
+		fuse_reply_err(req, -err);
+		return;
+	}
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		file_free(dcfs_file_of(fi));
+}
+
+/* Opens name in dir, creating it only if absent; *created says which. */
+static int create_or_open(struct dcfs_inode *dir, const char *name, int flags,
+			  mode_t mode, bool *created)
+{
+	int fd, base = backing_flags(flags) | O_NOFOLLOW;
+
+	fd = openat(dir->fd, name, base | O_CREAT | O_EXCL, mode);
+	*created = fd >= 0;
+	if (fd < 0 && errno == EEXIST && !(flags & O_EXCL))
+		fd = openat(dir->fd, name, base);
+	return fd < 0 ? -errno : fd;
+}
+
+static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+			mode_t mode, struct fuse_file_info *fi)
+{
+	struct dcfs_inode *dir = dcfs_inode_of(parent);
+	struct fuse_entry_param e;
+	bool created;
+	int fd, err;
+
+	fd = create_or_open(dir, name, fi->flags, mode, &created);
+	if (fd < 0) {
+		err = fd;
+		goto out_err;
+	}
+	if (created) {
+		err = creds_chown_to_caller(req, dir->fd, name, dir,
+					    S_IFREG | mode);
+		if (err)
+			goto out_unlink;
+	}
+	err = inode_lookup(dir, name, &e);
+	if (err)
+		goto out_close;
+	err = file_new(dcfs_inode_of(e.ino), fd, fi->flags, fi);
+	if (err)
+		goto out_forget;
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		file_free(dcfs_file_of(fi));
+		inode_forget(dcfs_inode_of(e.ino), 1);
+	}
+	return;
+out_forget:
+	inode_forget(dcfs_inode_of(e.ino), 1);
+out_unlink:
+	if (created)
+		unlinkat(dir->fd, name, 0);
+out_close:
+	close(fd);
+out_err:
+	fuse_reply_err(req, -err);
+}
+
+static void dcfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		      struct fuse_file_info *fi)
+{
+	struct dcfs_file *f = dcfs_file_of(fi);
+
+	(void)ino;
+	f->io->read(req, f, size, off);
+}
+
+static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino,
+			   struct fuse_bufvec *in, off_t off,
+			   struct fuse_file_info *fi)
+{
+	struct dcfs_file *f = dcfs_file_of(fi);
+	ssize_t n = f->io->write(f, in, off);
+
+	(void)ino;
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+/*
+ * close(2) of a duplicate reports deferred write errors of filesystems
+ * that have them (NFS, FUSE) to the caller's close, as the kernel would.
+ */
+static void dcfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int fd = dup(dcfs_file_of(fi)->fd);
+	int err = fd < 0 ? -errno : (int)dcfs_err(close(fd));
+
+	(void)ino;
+	fuse_reply_err(req, -err);
+}
+
+static void dcfs_release(fuse_req_t req, fuse_ino_t ino,
+			 struct fuse_file_info *fi)
+{
+	(void)ino;
+	file_free(dcfs_file_of(fi));
+	fuse_reply_err(req, 0);
+}
+
+static void dcfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		       struct fuse_file_info *fi)
+{
+	int fd = dcfs_file_of(fi)->fd;
+	int err = (int)dcfs_err(datasync ? fdatasync(fd) : fsync(fd));
+
+	(void)ino;
+	fuse_reply_err(req, -err);
+}
+
+static void dcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
+			   off_t off, off_t len, struct fuse_file_info *fi)
+{
+	int err = (int)dcfs_err(
+		fallocate(dcfs_file_of(fi)->fd, mode, off, len));
+
+	(void)ino;
+	fuse_reply_err(req, -err);
+}
+
+static void dcfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		       struct fuse_file_info *fi)
+{
+	off_t res = lseek(dcfs_file_of(fi)->fd, off, whence);
+
+	(void)ino;
+	if (res < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_lseek(req, res);
+}
+
+static void dcfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
+				 off_t off_in, struct fuse_file_info *fi_in,
+				 fuse_ino_t ino_out, off_t off_out,
+				 struct fuse_file_info *fi_out, size_t len,
+				 int flags)
+{
+	loff_t in = off_in, out = off_out;
+	ssize_t n;
+
+	(void)ino_in;
+	(void)ino_out;
+	n = copy_file_range(dcfs_file_of(fi_in)->fd, &in,
+			    dcfs_file_of(fi_out)->fd, &out, len,
+			    (unsigned int)flags);
+	if (n < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+void fuse_file_ops(struct fuse_lowlevel_ops *ops)
+{
+	ops->open = dcfs_open;
+	ops->create = dcfs_create;
+	ops->read = dcfs_read;
+	ops->write_buf = dcfs_write_buf;
+	ops->flush = dcfs_flush;
+	ops->release = dcfs_release;
+	ops->fsync = dcfs_fsync;
+	ops->fallocate = dcfs_fallocate;
+	ops->lseek = dcfs_lseek;
+	ops->copy_file_range = dcfs_copy_file_range;
+}

@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * FUSE handlers for names and attributes: lookup/forget, getattr/setattr,
+ * node creation, unlink, rename, link, readlink, statfs, access.
+ *
+ * All of them act through the O_PATH fd of the inode or of the parent with
+ * *at() calls and AT_SYMLINK_NOFOLLOW, so the daemon never resolves a
+ * symlink of the backing tree for the caller.
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "dcfs.h"
+
+static void reply_entry_or_err(fuse_req_t req, int err,
+			       const struct fuse_entry_param *e)
+{
+	if (err)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_entry(req, e);
+}
+
+static void dcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param e;
+	int err = inode_lookup(dcfs_inode_of(parent), name, &e);
+
+	reply_entry_or_err(req, err, &e);
+}
+
+static void dcfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	inode_forget(dcfs_inode_of(ino), nlookup);
+	fuse_reply_none(req);
+}
+
+static void dcfs_forget_multi(fuse_req_t req, size_t count,
+			      struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		inode_forget(dcfs_inode_of(forgets[i].ino), forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void dcfs_getattr(fuse_req_t req, fuse_ino_t ino,
+			 struct fuse_file_info *fi)
+{
+	struct stat st;
+	int err;
+
+	if (fi)
+		err = (int)dcfs_err(fstat(dcfs_file_of(fi)->fd, &st));
+	else
+		err = inode_stat(dcfs_inode_of(ino), &st);
+	if (err)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_attr(req, &st, dcfs.opt.attr_timeout);
+}
+
+static int setattr_mode(struct dcfs_inode *inode, int fd, mode_t mode)
+{
+	char path[64];
+
+	if (fd >= 0)
+		return (int)dcfs_err(fchmod(fd, mode));
+	if (inode->type == S_IFLNK)
+		return -EOPNOTSUPP;
+	inode_proc_path(inode, path);
+	return (int)dcfs_err(chmod(path, mode));
+}
+
+static int setattr_owner(struct dcfs_inode *inode, const struct stat *attr,
+			 int valid)
+{
+	uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
+	gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
+
+	return (int)dcfs_err(fchownat(inode->fd, "", uid, gid,
+				      AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+}
+
+static int setattr_size(struct dcfs_inode *inode, int fd, off_t size)
+{
+	char path[64];
+
+	if (fd >= 0)
+		return (int)dcfs_err(ftruncate(fd, size));
+	inode_proc_path(inode, path);
+	return (int)dcfs_err(truncate(path, size));
+}
+
+static struct timespec time_arg(const struct timespec *t, int valid,
+				int set_bit, int now_bit)
+{
+	struct timespec ts = { .tv_nsec = UTIME_OMIT };
+
+	if (valid & now_bit)
+		ts.tv_nsec = UTIME_NOW;
+	else if (valid & set_bit)
+		ts = *t;
+	return ts;
+}
+
+static int setattr_times(struct dcfs_inode *inode, int fd,
+			 const struct stat *attr, int valid)
+{
+	struct timespec tv[2];
+
+	tv[0] = time_arg(&attr->st_atim, valid, FUSE_SET_ATTR_ATIME,
+			 FUSE_SET_ATTR_ATIME_NOW);
+	tv[1] = time_arg(&attr->st_mtim, valid, FUSE_SET_ATTR_MTIME,
+			 FUSE_SET_ATTR_MTIME_NOW);
+	if (fd >= 0)
+		return (int)dcfs_err(futimens(fd, tv));
+	return (int)dcfs_err(utimensat(inode->fd, "", tv,
+				       AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+}
+
+static int setattr_apply(struct dcfs_inode *inode, int fd,
+			 const struct stat *attr, int valid)
+{
+	int err = 0;
+
+	if (valid & FUSE_SET_ATTR_MODE)
+		err = setattr_mode(inode, fd, attr->st_mode);
+	if (!err && (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
+		err = setattr_owner(inode, attr, valid);
+	if (!err && (valid & FUSE_SET_ATTR_SIZE))
+		err = setattr_size(inode, fd, attr->st_size);
+	if (!err && (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+			      FUSE_SET_ATTR_ATIME_NOW |
+			      FUSE_SET_ATTR_MTIME_NOW)))
+		err = setattr_times(inode, fd, attr, valid);
+	return err;
+}
+
+static void dcfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+			 int valid, struct fuse_file_info *fi)
+{
+	struct dcfs_inode *inode = dcfs_inode_of(ino);
+	int fd = fi ? dcfs_file_of(fi)->fd : -1;
+	int err = setattr_apply(inode, fd, attr, valid);
+
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	dcfs_getattr(req, ino, fi);
+}
+
+static void dcfs_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[PATH_MAX + 1];
+	ssize_t n = readlinkat(dcfs_inode_of(ino)->fd, "", buf, sizeof(buf));
+
+	if (n < 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	if (n == sizeof(buf)) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	buf[n] = '\0';
+	fuse_reply_readlink(req, buf);
+}
+
+static int make_object(struct dcfs_inode *dir, const char *name, mode_t mode,
+		       dev_t rdev, const char *target)
+{
+	if (target)
+		return (int)dcfs_err(symlinkat(target, dir->fd, name));
+	if (S_ISDIR(mode))
+		return (int)dcfs_err(mkdirat(dir->fd, name, mode));
+	return (int)dcfs_err(mknodat(dir->fd, name, mode, rdev));
+}
+
+static void remove_object(struct dcfs_inode *dir, const char *name, mode_t mode)
+{
+	unlinkat(dir->fd, name, S_ISDIR(mode) ? AT_REMOVEDIR : 0);
+}
+
+/* mknod, mkdir and symlink: create, hand to the caller, then look up. */
+static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, dev_t rdev, const char *target)
+{
+	struct dcfs_inode *dir = dcfs_inode_of(parent);
+	struct fuse_entry_param e;
+	int err;
+
+	err = make_object(dir, name, mode, rdev, target);
+	if (err)
+		goto out;
+	err = creds_chown_to_caller(req, dir->fd, name, dir, mode);
+	if (err) {
+		/* Never leave an object owned by the wrong user behind. */
+		remove_object(dir, name, mode);
+		goto out;
+	}
+	err = inode_lookup(dir, name, &e);
+out:
+	reply_entry_or_err(req, err, &e);
+}
+
+static void dcfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       mode_t mode, dev_t rdev)
+{
+	make_node(req, parent, name, mode, rdev, NULL);
+}
+
+static void dcfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       mode_t mode)
+{
+	make_node(req, parent, name, S_IFDIR | mode, 0, NULL);
+}
+
+static void dcfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+			 const char *name)
+{
+	make_node(req, parent, name, S_IFLNK | 0777, 0, link);
+}
+
+static void dcfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	int err = (int)dcfs_err(unlinkat(dcfs_inode_of(parent)->fd, name, 0));
+
+	fuse_reply_err(req, -err);
+}
+
+static void dcfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	int err = (int)dcfs_err(
+		unlinkat(dcfs_inode_of(parent)->fd, name, AT_REMOVEDIR));
+
+	fuse_reply_err(req, -err);
+}
+
+static void dcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+			fuse_ino_t newparent, const char *newname,
+			unsigned int flags)
+{
+	int err = (int)dcfs_err(renameat2(dcfs_inode_of(parent)->fd, name,
+					  dcfs_inode_of(newparent)->fd, newname,
+					  flags));
+
+	fuse_reply_err(req, -err);
+}
+
+static int link_inode(struct dcfs_inode *inode, int newdirfd,
+		      const char *newname)
+{
+	char path[64];
+
+	if (linkat(inode->fd, "", newdirfd, newname, AT_EMPTY_PATH) == 0)
+		return 0;
+	/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; the proc link does not. */
+	if (errno != ENOENT && errno != EPERM)
+		return -errno;
+	inode_proc_path(inode, path);
+	return (int)dcfs_err(linkat(AT_FDCWD, path, newdirfd, newname,
+				    AT_SYMLINK_FOLLOW));
+}
+
+static void dcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		      const char *newname)
+{
+	struct dcfs_inode *dir = dcfs_inode_of(newparent);
+	struct fuse_entry_param e;
+	int err;
+
+	err = link_inode(dcfs_inode_of(ino), dir->fd, newname);
+	if (!err)
+		err = inode_lookup(dir, newname, &e);
+	reply_entry_or_err(req, err, &e);
+}
+
+static void dcfs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+
+	if (fstatvfs(dcfs_inode_of(ino)->fd, &sv) < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_statfs(req, &sv);
+}
+
+static void dcfs_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	int err = (int)dcfs_err(faccessat(dcfs_inode_of(ino)->fd, "", mask,
+					  AT_EMPTY_PATH));
+
+	fuse_reply_err(req, -err);
+}
+
+void fuse_inode_ops(struct fuse_lowlevel_ops *ops)
+{
+	ops->lookup = dcfs_lookup;
+	ops->forget = dcfs_forget;
+	ops->forget_multi = dcfs_forget_multi;
+	ops->getattr = dcfs_getattr;
+	ops->setattr = dcfs_setattr;
+	ops->readlink = dcfs_readlink;
+	ops->mknod = dcfs_mknod;
+	ops->mkdir = dcfs_mkdir;
+	ops->symlink = dcfs_symlink;
+	ops->unlink = dcfs_unlink;
+	ops->rmdir = dcfs_rmdir;
+	ops->rename = dcfs_rename;
+	ops->link = dcfs_link;
+	ops->statfs = dcfs_statfs;
+	ops->access = dcfs_access;
+}

@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The inode table: maps backing (st_dev, st_ino) to a struct dcfs_inode
+ * holding an O_PATH fd, and keeps the kernel's lookup count.
+ *
+ * Why O_PATH fds rather than paths: a path is not an identity.  Renames in
+ * the backing tree or through the mount, and hard links, leave the fd
+ * pointing at the right object, and every operation is done with *at()
+ * calls relative to it, so nothing is ever resolved through a symlink on
+ * the caller's behalf.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dcfs.h"
+
+#define TABLE_MIN_BUCKETS 1024
+
+static size_t bucket_of(dev_t dev, ino_t ino, size_t nbuckets)
+{
+	uint64_t h = (uint64_t)ino * 0x9e3779b97f4a7c15ULL ^ (uint64_t)dev;
+
+	return (size_t)(h ^ (h >> 29)) & (nbuckets - 1);
+}
+
+static void table_grow(void)
+{
+	size_t n = dcfs.nbuckets * 2;
+	struct dcfs_inode **nb = calloc(n, sizeof(*nb));
+
+	/* Out of memory only costs longer chains; keep the old table. */
+	if (!nb)
+		return;
+	for (size_t i = 0; i < dcfs.nbuckets; i++) {
+		struct dcfs_inode *p = dcfs.buckets[i], *next;
+
+		for (; p; p = next) {
+			size_t b = bucket_of(p->dev, p->ino, n);
+
+			next = p->hnext;
+			p->hnext = nb[b];
+			nb[b] = p;
+		}
+	}
+	free(dcfs.buckets);
+	dcfs.buckets = nb;
+	dcfs.nbuckets = n;
+}
+
+static struct dcfs_inode *table_find(dev_t dev, ino_t ino)
+{
+	struct dcfs_inode *p;
+
+	if (dev == dcfs.root.dev && ino == dcfs.root.ino)
+		return &dcfs.root;
+	p = dcfs.buckets[bucket_of(dev, ino, dcfs.nbuckets)];
+	for (; p; p = p->hnext)
+		if (p->dev == dev && p->ino == ino)
+			return p;
+	return NULL;
+}
+
+static void table_insert(struct dcfs_inode *inode)
+{
+	size_t b;
+
+	if (dcfs.ninodes >= dcfs.nbuckets)
+		table_grow();
+	b = bucket_of(inode->dev, inode->ino, dcfs.nbuckets);
+	inode->hnext = dcfs.buckets[b];
+	dcfs.buckets[b] = inode;
+	dcfs.ninodes++;
+}
+
+static void table_remove(struct dcfs_inode *inode)
+{
+	struct dcfs_inode **pp;
+
+	pp = &dcfs.buckets[bucket_of(inode->dev, inode->ino, dcfs.nbuckets)];
+	for (; *pp; pp = &(*pp)->hnext) {
+		if (*pp == inode) {
+			*pp = inode->hnext;
+			dcfs.ninodes--;
+			return;
+		}
+	}
+}
+
+int inode_table_init(const char *backing)
+{
+	struct stat st;
+	int fd;
+
+	fd = open(backing, O_PATH | O_DIRECTORY);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return -errno;
+	}
+	dcfs.root.fd = fd;
+	dcfs.root.dev = st.st_dev;
+	dcfs.root.ino = st.st_ino;
+	dcfs.root.type = S_IFDIR;
+	dcfs.root.nlookup = 2;
+	dcfs.nbuckets = TABLE_MIN_BUCKETS;
+	dcfs.buckets = calloc(dcfs.nbuckets, sizeof(*dcfs.buckets));
+	if (!dcfs.buckets) {
+		close(fd);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&dcfs.table_lock, NULL);
+	return 0;
+}
+
+void inode_table_destroy(void)
+{
+	for (size_t i = 0; i < dcfs.nbuckets; i++) {
+		struct dcfs_inode *p = dcfs.buckets[i], *next;
+
+		for (; p; p = next) {
+			next = p->hnext;
+			close(p->fd);
+			free(p);
+		}
+	}
+	free(dcfs.buckets);
+	dcfs.buckets = NULL;
+	if (dcfs.root.fd >= 0)
+		close(dcfs.root.fd);
+	dcfs.root.fd = -1;
+}
+
+void inode_proc_path(const struct dcfs_inode *inode, char buf[64])
+{
+	snprintf(buf, 64, "/proc/self/fd/%d", inode->fd);
+}
+
+int inode_stat(struct dcfs_inode *inode, struct stat *st)
+{
+	return (int)dcfs_err(fstatat(inode->fd, "", st,
+				     AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+}
+
+/*
+ * Returns the table's inode for (st->st_dev, st->st_ino) with its lookup
+ * count raised by one, taking ownership of fd (closed if the inode was
+ * already known).
+ */
+static struct dcfs_inode *inode_get(int fd, const struct stat *st)
+{
+	struct dcfs_inode *inode;
+
+	pthread_mutex_lock(&dcfs.table_lock);
+	inode = table_find(st->st_dev, st->st_ino);
+	if (inode) {
+		inode->nlookup++;
+		pthread_mutex_unlock(&dcfs.table_lock);
+		close(fd);
+		return inode;
+	}
+	inode = calloc(1, sizeof(*inode));
+	if (inode) {
+		inode->fd = fd;
+		inode->dev = st->st_dev;
+		inode->ino = st->st_ino;
+		inode->type = st->st_mode & S_IFMT;
+		inode->nlookup = 1;
+		table_insert(inode);
+	}
+	pthread_mutex_unlock(&dcfs.table_lock);
+	if (!inode)
+		close(fd);
+	return inode;
+}
+
+static bool is_dot_dot_of_root(struct dcfs_inode *parent, const char *name)
+{
+	return parent == &dcfs.root && strcmp(name, "..") == 0;
+}
+
+int inode_lookup(struct dcfs_inode *parent, const char *name,
+		 struct fuse_entry_param *e)
+{
+	struct dcfs_inode *inode;
+	int fd;
+
+	memset(e, 0, sizeof(*e));
+	e->attr_timeout = dcfs.opt.attr_timeout;
+	e->entry_timeout = dcfs.opt.entry_timeout;
+
+	/* The mount root is a ceiling: ".." must not reach the backing dir's parent. */
+	if (is_dot_dot_of_root(parent, name))
+		name = ".";
+	fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstatat(fd, "", &e->attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	inode = inode_get(fd, &e->attr);
+	if (!inode)
+		return -ENOMEM;
+	e->ino = inode == &dcfs.root ? FUSE_ROOT_ID : (uintptr_t)inode;
+	return 0;
+}
+
+void inode_forget(struct dcfs_inode *inode, uint64_t n)
+{
+	bool dead = false;
+
+	if (inode == &dcfs.root)
+		return;
+	pthread_mutex_lock(&dcfs.table_lock);
+	if (n > inode->nlookup) {
+		log_err("BUG: forget %llu > lookup count %llu\n",
+			(unsigned long long)n,
+			(unsigned long long)inode->nlookup);
+		n = inode->nlookup;
+	}
+	inode->nlookup -= n;
+	if (inode->nlookup == 0) {
+		table_remove(inode);
+		dead = true;
+	}
+	pthread_mutex_unlock(&dcfs.table_lock);
+	if (dead) {
+		close(inode->fd);
+		free(inode);
+	}
+}

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * One log sink for dcfs and libfuse: stderr in the foreground, syslog once
+ * daemonized.  Debug messages are dropped unless -d was given, so the I/O
+ * paths may call log_debug() without cost in production.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <syslog.h>
+
+#include "dcfs.h"
+
+static bool log_to_stderr = true;
+static int log_max_level = FUSE_LOG_INFO;
+
+static int syslog_priority(enum fuse_log_level level)
+{
+	/* fuse_log_level mirrors syslog's numbering. */
+	return (int)level;
+}
+
+static void log_sink(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	if ((int)level > log_max_level)
+		return;
+	if (log_to_stderr) {
+		fputs("dcfs: ", stderr);
+		vfprintf(stderr, fmt, ap);
+	} else {
+		vsyslog(syslog_priority(level), fmt, ap);
+	}
+}
+
+void dcfs_log_init(bool foreground, int debug)
+{
+	log_to_stderr = foreground;
+	log_max_level = debug ? FUSE_LOG_DEBUG : FUSE_LOG_INFO;
+	if (!foreground)
+		openlog("dcfs", LOG_PID, LOG_DAEMON);
+	fuse_set_log_func(log_sink);
+}
+
+void dcfs_log(enum fuse_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_sink(level, fmt, ap);
+	va_end(ap);
+}

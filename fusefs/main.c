@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * dcfs entry point: parse and validate everything, then mount, daemonize
+ * and serve.  Nothing is mounted unless every check passed, so a bad
+ * option or config leaves the system as it was.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dcfs.h"
+
+struct dcfs_fs dcfs = { .root = { .fd = -1 } };
+
+static void dcfs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* Splice both ways: plain files move without a copy in the daemon. */
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
+	if (conn->capable & FUSE_CAP_SPLICE_READ)
+		conn->want |= FUSE_CAP_SPLICE_READ;
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* Backing files may change under us; let the kernel notice via mtime. */
+	conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	conn->time_gran = 1;
+	log_info("mounted %s on %s: max_write %u, max_readahead %u\n",
+		 dcfs.opt.backing, dcfs.opt.mountpoint, conn->max_write,
+		 conn->max_readahead);
+}
+
+static void dcfs_destroy(void *userdata)
+{
+	(void)userdata;
+	inode_table_destroy();
+}
+
+static void build_ops(struct fuse_lowlevel_ops *ops)
+{
+	memset(ops, 0, sizeof(*ops));
+	ops->init = dcfs_init;
+	ops->destroy = dcfs_destroy;
+	fuse_inode_ops(ops);
+	fuse_dir_ops(ops);
+	fuse_file_ops(ops);
+	fuse_xattr_ops(ops);
+}
+
+static int resolve_paths(struct dcfs_options *opt)
+{
+	char *p;
+
+	p = realpath(opt->backing, NULL);
+	if (!p)
+		return -errno;
+	free(opt->backing);
+	opt->backing = p;
+	p = realpath(opt->mountpoint, NULL);
+	if (!p)
+		return -errno;
+	free(opt->mountpoint);
+	opt->mountpoint = p;
+	return 0;
+}
+
+static int serve(struct fuse_session *se)
+{
+	struct fuse_loop_config *cfg;
+	int ret;
+
+	if (dcfs.opt.singlethread)
+		return fuse_session_loop(se);
+	cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(cfg, (unsigned int)dcfs.opt.clone_fd);
+	fuse_loop_cfg_set_max_threads(cfg, (unsigned int)dcfs.opt.max_threads);
+	ret = fuse_session_loop_mt(se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	return ret;
+}
+
+static int run(struct fuse_args *args)
+{
+	struct fuse_lowlevel_ops ops;
+	struct fuse_session *se;
+	int ret = 1;
+
+	if (options_add_mount_args(args, &dcfs.opt) < 0)
+		return 1;
+	build_ops(&ops);
+	se = fuse_session_new(args, &ops, sizeof(ops), NULL);
+	if (!se)
+		return 1;
+	dcfs.se = se;
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_destroy;
+	if (fuse_session_mount(se, dcfs.opt.mountpoint) != 0)
+		goto out_signals;
+	dcfs_log_init(dcfs.opt.foreground, dcfs.opt.debug);
+	if (fuse_daemonize(dcfs.opt.foreground) != 0)
+		goto out_unmount;
+	ret = serve(se) ? 1 : 0;
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_destroy:
+	fuse_session_destroy(se);
+	return ret;
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	int err, ret;
+
+	dcfs_log_init(true, 0);
+	if (options_parse(&args, &dcfs.opt) < 0)
+		return 1;
+	if (dcfs.opt.show_help) {
+		options_usage(argv[0]);
+		return 0;
+	}
+	if (dcfs.opt.show_version) {
+		printf("dcfs %s (libfuse %s)\n", DCFS_VERSION,
+		       fuse_pkgversion());
+		return 0;
+	}
+	if (options_validate(&dcfs.opt) < 0 || resolve_paths(&dcfs.opt) < 0)
+		return 1;
+	dcfs.privileged = geteuid() == 0;
+	/* Modes arrive with the caller's umask already applied. */
+	umask(0);
+	err = inode_table_init(dcfs.opt.backing);
+	if (err) {
+		fprintf(stderr, "dcfs: %s: %s\n", dcfs.opt.backing,
+			strerror(-err));
+		return 1;
+	}
+	ret = run(&args);
+	fuse_opt_free_args(&args);
+	return ret;
+}

@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Command line and -o option registry.  One table serves the command line,
+ * fstab (through mount.dcfs, which passes -o through) and --help.  Options
+ * not in the table are left for libfuse, which rejects unknown ones.
+ */
+#include <dirent.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dcfs.h"
+
+enum { KEY_HELP, KEY_VERSION, KEY_DEBUG, KEY_FOREGROUND, KEY_FSNAME, KEY_SUBTYPE };
+
+#define DCFS_OPT(t, field, v) { t, offsetof(struct dcfs_options, field), v }
+
+static const struct fuse_opt dcfs_opts[] = {
+	DCFS_OPT("config=%s", config, 0),
+	DCFS_OPT("attr_timeout=%lf", attr_timeout, 0),
+	DCFS_OPT("entry_timeout=%lf", entry_timeout, 0),
+	DCFS_OPT("nonempty", nonempty, 1),
+	DCFS_OPT("nodefault_permissions", nodefault_permissions, 1),
+	DCFS_OPT("max_threads=%d", max_threads, 0),
+	DCFS_OPT("clone_fd", clone_fd, 1),
+	DCFS_OPT("-s", singlethread, 1),
+	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
+	FUSE_OPT_KEY("-d", KEY_DEBUG),
+	FUSE_OPT_KEY("debug", KEY_DEBUG),
+	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
+	FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_END
+};
+
+static int positional(struct dcfs_options *opt, const char *arg)
+{
+	if (!opt->backing)
+		opt->backing = strdup(arg);
+	else if (!opt->mountpoint)
+		opt->mountpoint = strdup(arg);
+	else {
+		fprintf(stderr, "dcfs: unexpected argument '%s'\n", arg);
+		return -1;
+	}
+	return 0;
+}
+
+static int opt_proc(void *data, const char *arg, int key,
+		    struct fuse_args *outargs)
+{
+	struct dcfs_options *opt = data;
+
+	(void)outargs;
+	switch (key) {
+	case FUSE_OPT_KEY_NONOPT:
+		return positional(opt, arg);
+	case KEY_HELP:
+		opt->show_help = 1;
+		return 0;
+	case KEY_VERSION:
+		opt->show_version = 1;
+		return 0;
+	case KEY_DEBUG:
+		/* Kept for libfuse too, which then traces every request. */
+		opt->debug = 1;
+		opt->foreground = 1;
+		return 1;
+	case KEY_FOREGROUND:
+		opt->foreground = 1;
+		return 0;
+	case KEY_FSNAME:
+		opt->has_fsname = 1;
+		return 1;
+	case KEY_SUBTYPE:
+		opt->has_subtype = 1;
+		return 1;
+	default:
+		return 1;
+	}
+}
+
+int options_parse(struct fuse_args *args, struct dcfs_options *opt)
+{
+	opt->attr_timeout = 1.0;
+	opt->entry_timeout = 1.0;
+	opt->max_threads = 10;
+	if (fuse_opt_parse(args, opt, dcfs_opts, opt_proc) < 0)
+		return -EINVAL;
+	return 0;
+}
+
+void options_usage(const char *prog)
+{
+	printf("usage: %s [options] BACKING_DIR MOUNTPOINT\n"
+	       "       %s --check-config FILE\n"
+	       "       %s stat [--json] MOUNTPOINT\n\n"
+	       "    -h, --help             print this help\n"
+	       "    -V, --version          print version\n"
+	       "    -f                     stay in the foreground, log to stderr\n"
+	       "    -d, -o debug           debug log (implies -f)\n"
+	       "    -s                     single-threaded\n"
+	       "    -o config=PATH         policy file (see dcfs.conf(5))\n"
+	       "    -o attr_timeout=SECS   attribute cache timeout (1)\n"
+	       "    -o entry_timeout=SECS  name cache timeout (1)\n"
+	       "    -o nonempty            allow a non-empty mount point\n"
+	       "    -o nodefault_permissions  do not let the kernel check permissions\n"
+	       "    -o max_threads=N       worker threads (10)\n"
+	       "    -o clone_fd            one /dev/fuse fd per thread\n"
+	       "    -o allow_other, ro, fsname=..., and the other FUSE mount\n"
+	       "       options of mount.fuse3(8)\n",
+	       prog, prog, prog);
+}
+
+static int dir_is_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			n++;
+	closedir(d);
+	return n == 0;
+}
+
+static int check_dir(const char *what, const char *path)
+{
+	struct stat st;
+
+	if (!path) {
+		fprintf(stderr, "dcfs: missing %s (see --help)\n", what);
+		return -EINVAL;
+	}
+	if (stat(path, &st) < 0) {
+		fprintf(stderr, "dcfs: %s %s: %s\n", what, path,
+			strerror(errno));
+		return -errno;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "dcfs: %s %s: %s\n", what, path,
+			strerror(ENOTDIR));
+		return -ENOTDIR;
+	}
+	return 0;
+}
+
+int options_validate(const struct dcfs_options *opt)
+{
+	int err;
+
+	err = check_dir("backing directory", opt->backing);
+	if (err)
+		return err;
+	err = check_dir("mount point", opt->mountpoint);
+	if (err)
+		return err;
+	if (opt->attr_timeout < 0 || opt->entry_timeout < 0) {
+		fprintf(stderr, "dcfs: timeouts must not be negative\n");
+		return -EINVAL;
+	}
+	if (opt->max_threads < 1) {
+		fprintf(stderr, "dcfs: max_threads must be at least 1\n");
+		return -EINVAL;
+	}
+	if (!opt->nonempty) {
+		err = dir_is_empty(opt->mountpoint);
+		if (err == 0) {
+			fprintf(stderr,
+				"dcfs: mount point %s is not empty (use -o nonempty)\n",
+				opt->mountpoint);
+			return -ENOTEMPTY;
+		}
+		if (err < 0) {
+			fprintf(stderr, "dcfs: mount point %s: %s\n",
+				opt->mountpoint, strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+/* The options dcfs always wants from the kernel, unless told otherwise. */
+int options_add_mount_args(struct fuse_args *args,
+			   const struct dcfs_options *opt)
+{
+	char *o = NULL;
+	int err = 0;
+
+	if (!opt->nodefault_permissions)
+		err |= fuse_opt_add_opt(&o, "default_permissions");
+	if (!opt->has_fsname) {
+		char *fsname;
+
+		if (asprintf(&fsname, "fsname=%s", opt->backing) < 0)
+			return -ENOMEM;
+		err |= fuse_opt_add_opt_escaped(&o, fsname);
+		free(fsname);
+	}
+	if (!opt->has_subtype)
+		err |= fuse_opt_add_opt(&o, "subtype=dcfs");
+	if (!err && o) {
+		err = fuse_opt_add_arg(args, "-o") || fuse_opt_add_arg(args, o);
+	}
+	free(o);
+	return err ? -ENOMEM : 0;
+}
