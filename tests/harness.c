@@ -1,0 +1,1047 @@
+/* dcfs test harness: loop-device backed filesystems, daemon spawning,
+ * comparison helpers and (signal-safe) cleanup. */
+#include "harness.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/loop.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+const struct config *g_cfg;
+char g_mnt[PATH_MAX];
+char g_exp[PATH_MAX];
+char g_ref[PATH_MAX];
+char g_setup_err[1024];
+int g_sanitized;
+const char *g_dcfs_bin;
+const char *g_mount_dcfs_bin;
+char g_tmpdir[PATH_MAX];
+int SIDE;
+char ROOTS[2][PATH_MAX];
+char EROOT[PATH_MAX];
+
+static pid_t g_main_pid;
+
+/* ---- cleanup registry (fixed arrays so the signal handler can use it) --- */
+#define MAXREG 64
+static char reg_mounts[MAXREG][PATH_MAX]; /* unmounted in reverse order */
+static volatile int reg_nmounts;
+static char reg_loops[8][64];
+static volatile int reg_nloops;
+static char reg_imgs[8][PATH_MAX];
+static volatile int reg_nimgs;
+static volatile pid_t reg_pids[MAXREG];
+static int created_sbin_link;
+
+static void reg_mount(const char *p)
+{
+	for (int i = 0; i < reg_nmounts; i++)
+		if (strcmp(reg_mounts[i], p) == 0)
+			return;
+	if (reg_nmounts < MAXREG) {
+		snprintf(reg_mounts[reg_nmounts], PATH_MAX, "%s", p);
+		reg_nmounts++;
+	}
+}
+
+static void reg_pid(pid_t p)
+{
+	for (int i = 0; i < MAXREG; i++)
+		if (reg_pids[i] == 0) {
+			reg_pids[i] = p;
+			return;
+		}
+}
+
+static void unreg_pid(pid_t p)
+{
+	for (int i = 0; i < MAXREG; i++)
+		if (reg_pids[i] == p)
+			reg_pids[i] = 0;
+}
+
+/* ---- small helpers ------------------------------------------------------- */
+double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+double deadline_scale(void)
+{
+	return g_sanitized ? 4.0 : 1.0;
+}
+
+int run_cmd(char *out, size_t outlen, const char *fmt, ...)
+{
+	char cmd[8192];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDONLY);
+		dup2(nul, 0);
+		dup2(pfd[1], 1);
+		dup2(pfd[1], 2);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	size_t n = 0;
+	char buf[4096];
+	ssize_t r;
+	while ((r = read(pfd[0], buf, sizeof buf)) != 0) {
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (out && n + 1 < outlen) {
+			size_t c = (size_t)r < outlen - 1 - n ? (size_t)r : outlen - 1 - n;
+			memcpy(out + n, buf, c);
+			n += c;
+		}
+	}
+	if (out && outlen)
+		out[n] = 0;
+	close(pfd[0]);
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	return 128 + WTERMSIG(st);
+}
+
+/* mountinfo field 5 is the mount point (octal escaped), fstype after " - " */
+int is_mounted(const char *mnt, char *fstype, size_t fstypelen)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return 0;
+	char *line = NULL;
+	size_t cap = 0;
+	int found = 0;
+	while (getline(&line, &cap, f) > 0) {
+		char mp[PATH_MAX];
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
+			continue;
+		if (strcmp(mp, mnt) != 0)
+			continue;
+		found = 1;
+		char *sep = strstr(line, " - ");
+		if (sep && fstype) {
+			char fs[256] = "";
+			sscanf(sep + 3, "%255s", fs);
+			snprintf(fstype, fstypelen, "%s", fs);
+		}
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+static int rm_rf_at(int dfd, const char *name, dev_t dev)
+{
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (S_ISDIR(st.st_mode)) {
+		if (st.st_dev != dev)
+			return -1; /* never cross into another mount */
+		int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+		if (fd < 0)
+			return -1;
+		DIR *d = fdopendir(fd);
+		if (!d) {
+			close(fd);
+			return -1;
+		}
+		struct dirent *de;
+		int rc = 0;
+		while ((de = readdir(d))) {
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+				continue;
+			if (rm_rf_at(dirfd(d), de->d_name, dev) < 0)
+				rc = -1;
+		}
+		closedir(d);
+		if (unlinkat(dfd, name, AT_REMOVEDIR) < 0)
+			rc = -1;
+		return rc;
+	}
+	return unlinkat(dfd, name, 0);
+}
+
+int rm_rf(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -1;
+	return rm_rf_at(AT_FDCWD, path, st.st_dev);
+}
+
+char *read_file_str(const char *path)
+{
+	size_t len = 0;
+	char *s = slurp(path, &len);
+	if (!s)
+		return strdup("");
+	char *t = realloc(s, len + 1);
+	if (!t) {
+		free(s);
+		return strdup("");
+	}
+	t[len] = 0;
+	return t;
+}
+
+const char *log_problem(const char *log)
+{
+	static const char *bad[] = {
+		"ERROR: AddressSanitizer", "runtime error:", "LeakSanitizer",
+		"ERROR: ThreadSanitizer", "Assertion", "Segmentation fault",
+		"stack smashing", "double free", "corrupted",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		if (strstr(log, bad[i]))
+			return bad[i];
+	return NULL;
+}
+
+/* ---- rotating path buffers ---------------------------------------------- */
+static char pbuf[32][PATH_MAX];
+static int pidx;
+
+static const char *vpath(const char *root, const char *fmt, va_list ap)
+{
+	char rel[PATH_MAX];
+	vsnprintf(rel, sizeof rel, fmt, ap);
+	char *b = pbuf[pidx++ % 32];
+	if (rel[0])
+		snprintf(b, PATH_MAX, "%s/%s", root, rel);
+	else
+		snprintf(b, PATH_MAX, "%s", root);
+	return b;
+}
+
+#define PATHFN(name, root)                          \
+	const char *name(const char *fmt, ...)      \
+	{                                           \
+		va_list ap;                         \
+		va_start(ap, fmt);                  \
+		const char *r = vpath(root, fmt, ap); \
+		va_end(ap);                         \
+		return r;                           \
+	}
+PATHFN(P, ROOTS[SIDE])
+PATHFN(PR, ROOTS[0])
+PATHFN(PM, ROOTS[1])
+PATHFN(PE, EROOT)
+
+const char *res_str(struct res r)
+{
+	static char b[8][128];
+	static int i;
+	char *s = b[i++ % 8];
+	if (r.ret < 0)
+		snprintf(s, 128, "%ld errno=%d (%s)", r.ret, r.err, strerror(r.err));
+	else
+		snprintf(s, 128, "%ld", r.ret);
+	return s;
+}
+
+void close_fdp(struct fdp p)
+{
+	if (p.fd[0] >= 0)
+		close(p.fd[0]);
+	if (p.fd[1] >= 0)
+		close(p.fd[1]);
+}
+
+/* ---- stat comparisons ---------------------------------------------------- */
+void cmp_stat_portable(const char *what, const struct stat *a, const struct stat *b)
+{
+	ck_assert_msg(a->st_mode == b->st_mode, "%s: st_mode backing 0%o dcfs 0%o", what,
+		      a->st_mode, b->st_mode);
+	ck_assert_msg(a->st_nlink == b->st_nlink, "%s: st_nlink backing %lu dcfs %lu", what,
+		      (unsigned long)a->st_nlink, (unsigned long)b->st_nlink);
+	ck_assert_msg(a->st_uid == b->st_uid, "%s: st_uid backing %u dcfs %u", what, a->st_uid,
+		      b->st_uid);
+	ck_assert_msg(a->st_gid == b->st_gid, "%s: st_gid backing %u dcfs %u", what, a->st_gid,
+		      b->st_gid);
+	if (!S_ISDIR(a->st_mode))
+		ck_assert_msg(a->st_size == b->st_size, "%s: st_size backing %lld dcfs %lld", what,
+			      (long long)a->st_size, (long long)b->st_size);
+	ck_assert_msg(a->st_rdev == b->st_rdev, "%s: st_rdev backing %#llx dcfs %#llx", what,
+		      (unsigned long long)a->st_rdev, (unsigned long long)b->st_rdev);
+}
+
+void cmp_stat_identity(const char *what, const struct stat *m, const struct stat *b)
+{
+	ck_assert_msg(m->st_ino == b->st_ino, "%s: st_ino dcfs %llu backing %llu", what,
+		      (unsigned long long)m->st_ino, (unsigned long long)b->st_ino);
+	ck_assert_msg(m->st_mode == b->st_mode, "%s: st_mode dcfs 0%o backing 0%o", what,
+		      m->st_mode, b->st_mode);
+	ck_assert_msg(m->st_nlink == b->st_nlink, "%s: st_nlink dcfs %lu backing %lu", what,
+		      (unsigned long)m->st_nlink, (unsigned long)b->st_nlink);
+	ck_assert_msg(m->st_uid == b->st_uid && m->st_gid == b->st_gid,
+		      "%s: owner dcfs %u:%u backing %u:%u", what, m->st_uid, m->st_gid, b->st_uid,
+		      b->st_gid);
+	ck_assert_msg(m->st_size == b->st_size, "%s: st_size dcfs %lld backing %lld", what,
+		      (long long)m->st_size, (long long)b->st_size);
+	ck_assert_msg(m->st_rdev == b->st_rdev, "%s: st_rdev dcfs %#llx backing %#llx", what,
+		      (unsigned long long)m->st_rdev, (unsigned long long)b->st_rdev);
+	ck_assert_msg(m->st_blocks == b->st_blocks, "%s: st_blocks dcfs %lld backing %lld", what,
+		      (long long)m->st_blocks, (long long)b->st_blocks);
+	ck_assert_msg(m->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+			      m->st_mtim.tv_nsec == b->st_mtim.tv_nsec,
+		      "%s: mtime dcfs %lld.%09ld backing %lld.%09ld", what,
+		      (long long)m->st_mtim.tv_sec, m->st_mtim.tv_nsec,
+		      (long long)b->st_mtim.tv_sec, b->st_mtim.tv_nsec);
+	ck_assert_msg(m->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+			      m->st_ctim.tv_nsec == b->st_ctim.tv_nsec,
+		      "%s: ctime dcfs %lld.%09ld backing %lld.%09ld", what,
+		      (long long)m->st_ctim.tv_sec, m->st_ctim.tv_nsec,
+		      (long long)b->st_ctim.tv_sec, b->st_ctim.tv_nsec);
+}
+
+void check_identity(const char *rel)
+{
+	struct stat m, b;
+	ck_assert_msg(lstat(PM("%s", rel), &m) == 0, "lstat dcfs %s: %s", rel, strerror(errno));
+	ck_assert_msg(lstat(PE("%s", rel), &b) == 0, "lstat backing %s: %s", rel, strerror(errno));
+	cmp_stat_identity(rel, &m, &b);
+}
+
+void check_dual_stat(const char *rel)
+{
+	struct stat r, m;
+	ck_assert_msg(lstat(PR("%s", rel), &r) == 0, "lstat ref %s: %s", rel, strerror(errno));
+	ck_assert_msg(lstat(PM("%s", rel), &m) == 0, "lstat dcfs %s: %s", rel, strerror(errno));
+	cmp_stat_portable(rel, &r, &m);
+}
+
+void fill_pattern(void *buf, size_t len, unsigned seed)
+{
+	unsigned char *p = buf;
+	unsigned x = seed * 2654435761u + 1;
+	for (size_t i = 0; i < len; i++) {
+		x = x * 1103515245u + 12345u;
+		p[i] = (unsigned char)(x >> 16);
+	}
+}
+
+int write_file(const char *path, const void *buf, size_t len, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+	if (fd < 0)
+		return -1;
+	const char *p = buf;
+	while (len) {
+		ssize_t w = write(fd, p, len);
+		if (w <= 0) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	return close(fd);
+}
+
+void *slurp(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return NULL;
+	size_t cap = 65536, n = 0;
+	char *b = malloc(cap);
+	for (;;) {
+		if (n == cap) {
+			cap *= 2;
+			b = realloc(b, cap);
+		}
+		ssize_t r = read(fd, b + n, cap - n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			free(b);
+			close(fd);
+			return NULL;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	*len = n;
+	return b;
+}
+
+struct res run_as(uid_t uid, gid_t gid, long (*fn)(void *), void *arg)
+{
+	struct res r = { -1, EIO };
+	int pfd[2];
+	if (pipe(pfd) < 0)
+		return r;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(pfd[0]);
+		struct res c = { -1, 0 };
+		if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
+		    setresuid(uid, uid, uid) < 0) {
+			c.err = errno;
+			c.ret = -1000;
+		} else {
+			umask(022);
+			errno = 0;
+			c.ret = fn(arg);
+			c.err = c.ret < 0 ? errno : 0;
+		}
+		if (write(pfd[1], &c, sizeof c) != sizeof c)
+			_exit(2);
+		_exit(0);
+	}
+	close(pfd[1]);
+	if (pid < 0) {
+		close(pfd[0]);
+		return r;
+	}
+	struct res c;
+	ssize_t n;
+	while ((n = read(pfd[0], &c, sizeof c)) < 0 && errno == EINTR)
+		;
+	close(pfd[0]);
+	int st;
+	waitpid(pid, &st, 0);
+	if (n == sizeof c)
+		r = c;
+	ck_assert_msg(r.ret != -1000, "run_as: could not switch to %u:%u: %s", uid, gid,
+		      strerror(r.err));
+	return r;
+}
+
+struct dual_as_arg {
+	long (*fn)(struct as_ctx *);
+	struct as_ctx ctx;
+};
+
+static long dual_as_tramp(void *a)
+{
+	struct dual_as_arg *d = a;
+	return d->fn(&d->ctx);
+}
+
+struct res dual_as(const char *what, uid_t uid, gid_t gid, long (*fn)(struct as_ctx *), void *arg)
+{
+	struct dual_as_arg d = { fn, { ROOTS[0], arg } };
+	struct res r0 = run_as(uid, gid, dual_as_tramp, &d);
+	d.ctx.root = ROOTS[1];
+	struct res r1 = run_as(uid, gid, dual_as_tramp, &d);
+	ck_assert_msg(r0.ret == r1.ret && r0.err == r1.err,
+		      "%s as uid %u: backing gave %s, dcfs gave %s", what, uid, res_str(r0),
+		      res_str(r1));
+	return r1;
+}
+
+/* ---- loop devices / backing filesystems ---------------------------------- */
+struct backing {
+	int ready;
+	int failed;
+	char img[PATH_MAX];
+	char loop[64];
+	char root[PATH_MAX];
+	char err[512];
+};
+static struct backing g_back[FS_COUNT];
+
+static const char *fs_name(enum fs_kind fs)
+{
+	return fs == FS_EXT4 ? "ext4" : "xfs";
+}
+
+const char *backing_root(enum fs_kind fs, char *err, size_t errlen)
+{
+	struct backing *b = &g_back[fs];
+	if (b->ready)
+		return b->root;
+	if (b->failed) {
+		snprintf(err, errlen, "%s", b->err);
+		return NULL;
+	}
+	char out[4096];
+	char berr[512];
+	snprintf(b->img, sizeof b->img, "%s/%s.img", g_tmpdir, fs_name(fs));
+	snprintf(b->root, sizeof b->root, "%s/%s", g_tmpdir, fs_name(fs));
+	int fd = open(b->img, O_CREAT | O_RDWR | O_TRUNC, 0600);
+	if (fd < 0 || ftruncate(fd, 512LL << 20) < 0) {
+		snprintf(berr, sizeof berr, "create %s: %s", b->img, strerror(errno));
+		goto fail;
+	}
+	close(fd);
+	int rc = run_cmd(out, sizeof out, "losetup --direct-io=on -f --show '%s'", b->img);
+	if (rc != 0) {
+		snprintf(berr, sizeof berr, "losetup failed (%d): %s", rc, out);
+		goto fail;
+	}
+	out[strcspn(out, "\n")] = 0;
+	snprintf(b->loop, sizeof b->loop, "%s", out);
+	if (reg_nloops < 8) {
+		snprintf(reg_loops[reg_nloops], 64, "%s", b->loop);
+		reg_nloops++;
+	}
+	if (reg_nimgs < 8) {
+		snprintf(reg_imgs[reg_nimgs], PATH_MAX, "%s", b->img);
+		reg_nimgs++;
+	}
+	if (fs == FS_EXT4)
+		rc = run_cmd(out, sizeof out, "mkfs.ext4 -q -F '%s'", b->loop);
+	else
+		rc = run_cmd(out, sizeof out, "mkfs.xfs -q -f '%s'", b->loop);
+	if (rc != 0) {
+		snprintf(berr, sizeof berr, "mkfs.%s failed (%d): %s", fs_name(fs), rc, out);
+		goto fail;
+	}
+	if (mkdir(b->root, 0755) < 0 && errno != EEXIST) {
+		snprintf(berr, sizeof berr, "mkdir %s: %s", b->root, strerror(errno));
+		goto fail;
+	}
+	reg_mount(b->root);
+	if (mount(b->loop, b->root, fs_name(fs), 0, NULL) < 0) {
+		snprintf(berr, sizeof berr, "mount %s on %s: %s", b->loop, b->root,
+			 strerror(errno));
+		goto fail;
+	}
+	chmod(b->root, 0755);
+	b->ready = 1;
+	return b->root;
+fail:
+	b->failed = 1;
+	memcpy(b->err, berr, sizeof b->err);
+	snprintf(err, errlen, "%s", berr);
+	return NULL;
+}
+
+/* ---- daemon ---------------------------------------------------------------- */
+int daemon_spawn(struct daemon *d, const char *tag, char *const argv[])
+{
+	static int seq;
+	snprintf(d->log, sizeof d->log, "%s/logs/%s.%d.log", g_tmpdir, tag, ++seq);
+	snprintf(d->statusf, sizeof d->statusf, "%s/logs/%s.%d.status", g_tmpdir, tag, seq);
+	unlink(d->statusf);
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return -1;
+	fflush(NULL);
+	pid_t sup = fork();
+	if (sup < 0)
+		return -1;
+	if (sup == 0) {
+		/* supervisor: record daemon's wait status in statusf */
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
+		pid_t pid = fork();
+		if (pid == 0) {
+			int lfd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+			int nul = open("/dev/null", O_RDONLY);
+			if (lfd < 0 || nul < 0)
+				_exit(126);
+			dup2(nul, 0);
+			dup2(lfd, 1);
+			dup2(lfd, 2);
+			setpgid(0, 0);
+			char *args[64];
+			int n = 0;
+			args[n++] = (char *)g_dcfs_bin;
+			for (int i = 1; argv[i] && n < 63; i++)
+				args[n++] = argv[i];
+			args[n] = NULL;
+			execv(g_dcfs_bin, args);
+			dprintf(2, "exec %s: %s\n", g_dcfs_bin, strerror(errno));
+			_exit(127);
+		}
+		if (write(pfd[1], &pid, sizeof pid) != sizeof pid)
+			_exit(1);
+		close(pfd[1]);
+		int st = -1;
+		while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+		char tmp[PATH_MAX + 8];
+		snprintf(tmp, sizeof tmp, "%s.tmp", d->statusf);
+		FILE *f = fopen(tmp, "w");
+		if (f) {
+			fprintf(f, "%d\n", st);
+			fclose(f);
+			rename(tmp, d->statusf);
+		}
+		_exit(0);
+	}
+	close(pfd[1]);
+	d->sup = sup;
+	d->pid = -1;
+	ssize_t n;
+	while ((n = read(pfd[0], &d->pid, sizeof d->pid)) < 0 && errno == EINTR)
+		;
+	close(pfd[0]);
+	reg_pid(sup);
+	if (d->pid > 0)
+		reg_pid(d->pid);
+	return d->pid > 0 ? 0 : -1;
+}
+
+static int daemon_status(struct daemon *d)
+{
+	FILE *f = fopen(d->statusf, "r");
+	if (!f)
+		return -1;
+	int st = -1;
+	if (fscanf(f, "%d", &st) != 1)
+		st = -1;
+	fclose(f);
+	return st;
+}
+
+static void reap_sup(struct daemon *d)
+{
+	if (d->sup > 0) {
+		int st;
+		waitpid(d->sup, &st, WNOHANG);
+	}
+}
+
+int daemon_wait_mounted(struct daemon *d, char *err, size_t errlen)
+{
+	double end = now_s() + 10.0 * deadline_scale();
+	char fstype[256];
+	while (now_s() < end) {
+		if (is_mounted(d->mnt, fstype, sizeof fstype)) {
+			if (strncmp(fstype, "fuse", 4) == 0)
+				return 0;
+		}
+		int st = daemon_status(d);
+		if (st != -1) {
+			char *log = read_file_str(d->log);
+			snprintf(err, errlen, "daemon exited (status %#x) before mounting; log: %.600s",
+				 st, log);
+			free(log);
+			return -1;
+		}
+		sleep_ms(20);
+	}
+	char *log = read_file_str(d->log);
+	snprintf(err, errlen, "mount of %s did not appear within deadline; log: %.600s", d->mnt,
+		 log);
+	free(log);
+	return -1;
+}
+
+int daemon_wait_exit(struct daemon *d, double timeout_s)
+{
+	double end = now_s() + timeout_s * deadline_scale();
+	for (;;) {
+		int st = daemon_status(d);
+		if (st != -1) {
+			reap_sup(d);
+			unreg_pid(d->pid);
+			unreg_pid(d->sup);
+			return st;
+		}
+		if (now_s() >= end)
+			return -1;
+		sleep_ms(20);
+	}
+}
+
+void daemon_kill(struct daemon *d)
+{
+	if (d->pid > 0 && daemon_status(d) == -1) {
+		kill(d->pid, SIGKILL);
+		daemon_wait_exit(d, 5);
+	}
+	if (d->sup > 0) {
+		int st;
+		waitpid(d->sup, &st, 0);
+		unreg_pid(d->sup);
+		d->sup = 0;
+	}
+}
+
+/* ---- fixtures ---------------------------------------------------------------- */
+static struct daemon g_daemon;
+static pid_t g_helper_daemon;
+
+static pid_t find_daemon_for(const char *mnt)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return -1;
+	struct dirent *de;
+	pid_t found = -1;
+	while ((de = readdir(d))) {
+		pid_t p = atoi(de->d_name);
+		if (p <= 0)
+			continue;
+		char path[64], buf[8192];
+		snprintf(path, sizeof path, "/proc/%d/cmdline", p);
+		int fd = open(path, O_RDONLY);
+		if (fd < 0)
+			continue;
+		ssize_t n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = 0;
+		/* argv[0] must not be mount/mount.dcfs; some arg equals mnt */
+		const char *a0 = strrchr(buf, '/') ? strrchr(buf, '/') + 1 : buf;
+		if (strncmp(a0, "mount", 5) == 0)
+			continue;
+		for (char *s = buf; s < buf + n; s += strlen(s) + 1)
+			if (strcmp(s, mnt) == 0)
+				found = p;
+	}
+	closedir(d);
+	return found;
+}
+
+static int ensure_sbin_helper(char *err, size_t errlen)
+{
+	struct stat st;
+	if (lstat("/sbin/mount.dcfs", &st) == 0)
+		return 0;
+	if (symlink(g_mount_dcfs_bin, "/sbin/mount.dcfs") < 0) {
+		snprintf(err, errlen, "symlink /sbin/mount.dcfs: %s", strerror(errno));
+		return -1;
+	}
+	created_sbin_link = 1;
+	return 0;
+}
+
+int helper_mount(const char *backing, const char *mnt, const char *opts, char *out, size_t outlen)
+{
+	char err[256];
+	if (ensure_sbin_helper(err, sizeof err) < 0) {
+		snprintf(out, outlen, "%s", err);
+		return -1;
+	}
+	return run_cmd(out, outlen, "mount -t dcfs '%s' '%s' -o '%s'", backing, mnt, opts);
+}
+
+void fixture_setup(const struct config *cfg)
+{
+	g_cfg = cfg;
+	g_setup_err[0] = 0;
+	memset(&g_daemon, 0, sizeof g_daemon);
+	g_helper_daemon = 0;
+	char err[512];
+	const char *root = backing_root(cfg->fs, err, sizeof err);
+	if (!root) {
+		snprintf(g_setup_err, sizeof g_setup_err, "backing fs: %s", err);
+		return;
+	}
+	snprintf(g_exp, sizeof g_exp, "%s/export-%s", root, cfg->name);
+	snprintf(g_ref, sizeof g_ref, "%s/ref-%s", root, cfg->name);
+	snprintf(g_mnt, sizeof g_mnt, "%s/mnt-%s", g_tmpdir, cfg->name);
+	mkdir(g_exp, 0755);
+	mkdir(g_ref, 0755);
+	chmod(g_exp, 0755);
+	chmod(g_ref, 0755);
+	if (mkdir(g_mnt, 0755) < 0 && errno != EEXIST) {
+		snprintf(g_setup_err, sizeof g_setup_err, "mkdir %s: %s", g_mnt, strerror(errno));
+		return;
+	}
+	if (is_mounted(g_mnt, NULL, 0)) {
+		snprintf(g_setup_err, sizeof g_setup_err, "%s already mounted", g_mnt);
+		return;
+	}
+	reg_mount(g_mnt);
+	char out[4096];
+	switch (cfg->mm) {
+	case MM_BIND:
+		if (mount(g_exp, g_mnt, NULL, MS_BIND, NULL) < 0)
+			snprintf(g_setup_err, sizeof g_setup_err, "bind mount: %s", strerror(errno));
+		break;
+	case MM_DAEMON: {
+		char *argv[] = { "dcfs", "-f", "-o", "allow_other", g_exp, g_mnt, NULL };
+		snprintf(g_daemon.mnt, sizeof g_daemon.mnt, "%s", g_mnt);
+		if (daemon_spawn(&g_daemon, cfg->name, argv) < 0) {
+			snprintf(g_setup_err, sizeof g_setup_err, "spawn %s failed", g_dcfs_bin);
+			break;
+		}
+		if (daemon_wait_mounted(&g_daemon, err, sizeof err) < 0) {
+			snprintf(g_setup_err, sizeof g_setup_err, "%s", err);
+			daemon_kill(&g_daemon);
+		}
+		break;
+	}
+	case MM_HELPER: {
+		int rc = helper_mount(g_exp, g_mnt, "allow_other", out, sizeof out);
+		char fstype[256] = "";
+		if (rc != 0) {
+			snprintf(g_setup_err, sizeof g_setup_err,
+				 "mount -t dcfs failed (status %d): %.500s", rc, out);
+			break;
+		}
+		if (!is_mounted(g_mnt, fstype, sizeof fstype) || strncmp(fstype, "fuse", 4)) {
+			snprintf(g_setup_err, sizeof g_setup_err,
+				 "mount -t dcfs returned 0 but %s is not a fuse mount (%s)", g_mnt,
+				 fstype);
+			break;
+		}
+		g_helper_daemon = find_daemon_for(g_mnt);
+		if (g_helper_daemon > 0)
+			reg_pid(g_helper_daemon);
+		break;
+	}
+	}
+}
+
+static void lazy_unmount(const char *mnt)
+{
+	if (is_mounted(mnt, NULL, 0))
+		run_cmd(NULL, 0, "fusermount3 -u -z '%s' 2>/dev/null || umount -l '%s'", mnt, mnt);
+}
+
+void fixture_teardown(void)
+{
+	if (!g_cfg)
+		return;
+	lazy_unmount(g_mnt);
+	if (g_cfg->mm == MM_DAEMON && g_daemon.sup > 0) {
+		if (daemon_wait_exit(&g_daemon, 10) == -1)
+			daemon_kill(&g_daemon);
+		else
+			daemon_kill(&g_daemon); /* just reaps supervisor */
+	}
+	if (g_cfg->mm == MM_HELPER && g_helper_daemon > 0) {
+		double end = now_s() + 10 * deadline_scale();
+		while (kill(g_helper_daemon, 0) == 0 && now_s() < end)
+			sleep_ms(20);
+		if (kill(g_helper_daemon, 0) == 0)
+			kill(g_helper_daemon, SIGKILL);
+		unreg_pid(g_helper_daemon);
+	}
+	g_cfg = NULL;
+}
+
+void check_unmount_and_daemon(void)
+{
+	ck_assert_msg(!g_setup_err[0], "setup failed: %s", g_setup_err);
+	char out[4096];
+	int rc;
+	switch (g_cfg->mm) {
+	case MM_BIND:
+		ck_assert_msg(umount(g_mnt) == 0, "umount: %s", strerror(errno));
+		break;
+	case MM_DAEMON: {
+		rc = run_cmd(out, sizeof out, "fusermount3 -u -z '%s'", g_mnt);
+		ck_assert_msg(rc == 0, "fusermount3 -u -z failed (%d): %s", rc, out);
+		int st = daemon_wait_exit(&g_daemon, 10);
+		char *log = read_file_str(g_daemon.log);
+		ck_assert_msg(st != -1, "daemon did not exit within deadline after unmount; log: %.800s",
+			      log);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+			      "daemon exit status %#x (exited=%d code=%d sig=%d); log: %.1500s", st,
+			      WIFEXITED(st), WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+			      WIFSIGNALED(st) ? WTERMSIG(st) : 0, log);
+		const char *p = log_problem(log);
+		ck_assert_msg(!p, "daemon log contains '%s': %.3000s", p, log);
+		free(log);
+		break;
+	}
+	case MM_HELPER: {
+		rc = run_cmd(out, sizeof out, "umount '%s'", g_mnt);
+		ck_assert_msg(rc == 0, "umount failed (%d): %s", rc, out);
+		ck_assert_msg(g_helper_daemon > 0, "could not find daemon process for %s", g_mnt);
+		double end = now_s() + 10 * deadline_scale();
+		while (kill(g_helper_daemon, 0) == 0 && now_s() < end)
+			sleep_ms(20);
+		ck_assert_msg(kill(g_helper_daemon, 0) < 0,
+			      "daemon %d still running 10s after umount", g_helper_daemon);
+		break;
+	}
+	}
+	ck_assert_msg(!is_mounted(g_mnt, NULL, 0), "%s still mounted", g_mnt);
+}
+
+void test_begin(const char *name)
+{
+	ck_assert_msg(!g_setup_err[0], "setup failed: %s", g_setup_err);
+	ck_assert_msg(is_mounted(g_mnt, NULL, 0), "%s is not mounted (daemon died?)", g_mnt);
+	umask(022);
+	snprintf(ROOTS[0], PATH_MAX, "%s/%s", g_ref, name);
+	snprintf(ROOTS[1], PATH_MAX, "%s/%s", g_mnt, name);
+	snprintf(EROOT, PATH_MAX, "%s/%s", g_exp, name);
+	rm_rf(ROOTS[0]);
+	rm_rf(EROOT);
+	ck_assert_msg(mkdir(ROOTS[0], 0755) == 0, "mkdir %s: %s", ROOTS[0], strerror(errno));
+	ck_assert_msg(mkdir(ROOTS[1], 0755) == 0, "mkdir %s: %s", ROOTS[1], strerror(errno));
+	SIDE = 1;
+}
+
+/* ---- global init / cleanup --------------------------------------------- */
+static void cleanup_impl(int from_signal)
+{
+	/* kill daemons first so lazy unmounts do not hang on them */
+	if (from_signal)
+		for (int i = 0; i < MAXREG; i++)
+			if (reg_pids[i] > 0)
+				kill(reg_pids[i], SIGKILL);
+	for (int i = reg_nmounts - 1; i >= 0; i--) {
+		if (!from_signal && !is_mounted(reg_mounts[i], NULL, 0))
+			continue;
+		if (umount2(reg_mounts[i], 0) < 0)
+			umount2(reg_mounts[i], MNT_DETACH);
+	}
+	if (!from_signal)
+		for (int i = 0; i < MAXREG; i++)
+			if (reg_pids[i] > 0) {
+				kill(reg_pids[i], SIGKILL);
+				waitpid(reg_pids[i], NULL, WNOHANG);
+				reg_pids[i] = 0;
+			}
+	for (int i = 0; i < reg_nloops; i++) {
+		int fd = open(reg_loops[i], O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ioctl(fd, LOOP_CLR_FD, 0);
+			close(fd);
+		}
+	}
+	reg_nloops = 0;
+	if (created_sbin_link) {
+		unlink("/sbin/mount.dcfs");
+		created_sbin_link = 0;
+	}
+	if (g_tmpdir[0]) {
+		pid_t p = fork();
+		if (p == 0) {
+			char *a[] = { "rm", "-rf", "--one-file-system", g_tmpdir, NULL };
+			execv("/bin/rm", a);
+			_exit(127);
+		}
+		if (p > 0)
+			waitpid(p, NULL, 0);
+	}
+}
+
+static volatile sig_atomic_t cleaned;
+
+void harness_cleanup(void)
+{
+	if (getpid() != g_main_pid || cleaned)
+		return;
+	cleaned = 1;
+	cleanup_impl(0);
+}
+
+static void on_signal(int sig)
+{
+	if (getpid() == g_main_pid && !cleaned) {
+		cleaned = 1;
+		cleanup_impl(1);
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+int harness_verify_clean(void)
+{
+	int bad = 0;
+	if (reg_nimgs > 0) {
+		char out[8192] = "";
+		run_cmd(out, sizeof out, "losetup -l -n -O NAME,BACK-FILE");
+		if (strstr(out, g_tmpdir)) {
+			fprintf(stderr, "FAIL: leftover loop device(s):\n%s", out);
+			bad = 1;
+		}
+	}
+	for (int i = 0; i < reg_nmounts; i++)
+		if (is_mounted(reg_mounts[i], NULL, 0)) {
+			fprintf(stderr, "FAIL: leftover mount %s\n", reg_mounts[i]);
+			bad = 1;
+		}
+	return bad ? -1 : 0;
+}
+
+static int skip(const char *why)
+{
+	printf("SKIP: %s\n", why);
+	fflush(stdout);
+	return 77;
+}
+
+int harness_init(void)
+{
+	g_main_pid = getpid();
+	umask(022);
+	g_sanitized = getenv("DCFS_SANITIZED") && atoi(getenv("DCFS_SANITIZED")) != 0;
+	g_dcfs_bin = getenv("DCFS_BIN");
+	g_mount_dcfs_bin = getenv("MOUNT_DCFS_BIN");
+	if (geteuid() != 0)
+		return skip("not running as root");
+	if (access("/dev/fuse", R_OK | W_OK) < 0)
+		return skip("/dev/fuse not available");
+	if (access("/dev/loop-control", R_OK | W_OK) < 0)
+		return skip("loop devices not available (/dev/loop-control)");
+	if (!g_dcfs_bin || access(g_dcfs_bin, X_OK) < 0) {
+		fprintf(stderr, "DCFS_BIN not set or not executable (%s)\n",
+			g_dcfs_bin ? g_dcfs_bin : "unset");
+		return 2;
+	}
+	char tmpl[] = "/var/tmp/dcfs-tests.XXXXXX";
+	if (!mkdtemp(tmpl)) {
+		perror("mkdtemp");
+		return 2;
+	}
+	snprintf(g_tmpdir, sizeof g_tmpdir, "%s", tmpl);
+	chmod(g_tmpdir, 0755);
+	char logs[PATH_MAX + 8];
+	snprintf(logs, sizeof logs, "%s/logs", g_tmpdir);
+	mkdir(logs, 0755);
+	atexit(harness_cleanup);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGQUIT, &sa, NULL);
+	/* make sure loop devices can actually be set up */
+	char err[512];
+	if (!backing_root(FS_EXT4, err, sizeof err)) {
+		if (strstr(err, "losetup"))
+			return skip(err);
+		fprintf(stderr, "cannot set up ext4 backing fs: %s\n", err);
+		return 2;
+	}
+	return 0;
+}

@@ -1,0 +1,2 @@
+#include "harness.h"
+Suite *cli_suite(void) { return suite_create("cli"); }
