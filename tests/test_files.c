@@ -1,2 +1,429 @@
+/* Regular file operations through dcfs, compared with the backing fs. */
 #include "harness.h"
-void add_files_tests(TCase *tc) { (void)tc; }
+
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+START_TEST(files_create_excl)
+{
+	T_BEGIN();
+	struct fdp f = DUALFD(open(P("a"), O_CREAT | O_EXCL | O_RDWR, 0640));
+	close_fdp(f);
+	DUAL_EXPECT(open(P("a"), O_CREAT | O_EXCL | O_RDWR, 0640), -EEXIST);
+	f = DUALFD(open(P("a"), O_CREAT | O_RDWR, 0600)); /* exists: no error */
+	close_fdp(f);
+	check_dual_stat("a");
+	check_identity("a");
+	/* mode honours umask */
+	umask(027);
+	f = DUALFD(open(P("b"), O_CREAT | O_WRONLY, 0777));
+	umask(022);
+	close_fdp(f);
+	check_dual_stat("b");
+	/* creat() */
+	f = DUALFD(creat(P("c"), 0644));
+	close_fdp(f);
+	check_dual_stat("c");
+	/* O_EXCL on a dangling symlink */
+	DUAL(symlink("nowhere", P("dangle")));
+	DUAL_EXPECT(open(P("dangle"), O_CREAT | O_EXCL | O_WRONLY, 0644), -EEXIST);
+}
+END_TEST
+
+START_TEST(files_open_errors)
+{
+	T_BEGIN();
+	DUAL(mkdir(P("d"), 0755));
+	DUAL(close(open(P("f"), O_CREAT | O_WRONLY, 0644)));
+	DUAL_EXPECT(open(P("missing"), O_RDONLY), -ENOENT);
+	DUAL_EXPECT(open(P("nodir/x"), O_CREAT | O_WRONLY, 0644), -ENOENT);
+	DUAL_EXPECT(open(P("d"), O_WRONLY), -EISDIR);
+	DUAL_EXPECT(open(P("d"), O_RDWR), -EISDIR);
+	DUAL_EXPECT(open(P("f"), O_RDONLY | O_DIRECTORY), -ENOTDIR);
+	DUAL_EXPECT(open(P("f/x"), O_RDONLY), -ENOTDIR);
+	DUAL_EXPECT(open(P("f/x"), O_CREAT | O_WRONLY, 0644), -ENOTDIR);
+	char longname[300];
+	memset(longname, 'n', 256);
+	longname[256] = 0;
+	DUAL_EXPECT(open(P("%s", longname), O_CREAT | O_WRONLY, 0644), -ENAMETOOLONG);
+	longname[255] = 0;
+	struct fdp f = DUALFD(open(P("%s", longname), O_CREAT | O_WRONLY, 0644));
+	ck_assert_int_ge(F(f), 0);
+	close_fdp(f);
+	/* EBADF-ish: write to O_RDONLY fd, read from O_WRONLY */
+	struct fdp r = DUALFD(open(P("f"), O_RDONLY));
+	struct fdp w = DUALFD(open(P("f"), O_WRONLY));
+	char c = 'x';
+	DUAL_EXPECT(write(F(r), &c, 1), -EBADF);
+	DUAL_EXPECT(read(F(w), &c, 1), -EBADF);
+	close_fdp(r);
+	close_fdp(w);
+	/* O_DIRECTORY on dir ok, O_PATH */
+	f = DUALFD(open(P("d"), O_RDONLY | O_DIRECTORY));
+	close_fdp(f);
+	f = DUALFD(open(P("f"), O_PATH));
+	close_fdp(f);
+}
+END_TEST
+
+START_TEST(files_read_write)
+{
+	T_BEGIN();
+	size_t n = 3 << 20;
+	char *buf = malloc(n), *back = malloc(n + 100);
+	fill_pattern(buf, n, 7);
+	struct fdp f = DUALFD(open(P("data"), O_CREAT | O_RDWR, 0644));
+	DUAL(write(F(f), buf, 4096));
+	DUAL(write(F(f), buf + 4096, 1));
+	DUAL(pwrite(F(f), buf, 1000, 1 << 20)); /* leaves a hole */
+	DUAL(pwrite(F(f), buf + 7, n - 7, 7));
+	DUAL(lseek(F(f), 0, SEEK_CUR));
+	DUAL(lseek(F(f), 0, SEEK_END));
+	DUAL(lseek(F(f), 12345, SEEK_SET));
+	DUAL(read(F(f), back, 777));
+	ck_assert(memcmp(back, buf + 12345, 777) == 0);
+	DUAL(pread(F(f), back, n + 100, 0));
+	ck_assert(memcmp(back, buf, n) == 0);
+	DUAL(pread(F(f), back, 10, n));      /* at EOF */
+	DUAL(pread(F(f), back, 10, n + 50)); /* past EOF */
+	DUAL(pread(F(f), back, 10, n - 3));  /* short read */
+	DUAL_EXPECT(pread(F(f), back, 10, -1), -EINVAL);
+	DUAL_EXPECT(lseek(F(f), -1, SEEK_SET), -EINVAL);
+	DUAL(fsync(F(f)));
+	DUAL(fdatasync(F(f)));
+	close_fdp(f);
+	/* through-mount content equals backing content */
+	size_t l1, l2;
+	char *a = slurp(PM("data"), &l1), *b = slurp(PE("data"), &l2);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_uint_eq(l1, l2);
+	ck_assert_uint_eq(l1, n);
+	ck_assert(memcmp(a, b, l1) == 0 && memcmp(a, buf, n) == 0);
+	free(a);
+	free(b);
+	check_identity("data");
+	/* write on backing, read through mount (after reopen) */
+	ck_assert_int_eq(write_file(PE("ext"), "hello backing", 13, 0644), 0);
+	a = slurp(PM("ext"), &l1);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_uint_eq(l1, 13);
+	ck_assert(memcmp(a, "hello backing", 13) == 0);
+	free(a);
+	free(buf);
+	free(back);
+}
+END_TEST
+
+START_TEST(files_trunc_append)
+{
+	T_BEGIN();
+	char buf[8192];
+	fill_pattern(buf, sizeof buf, 3);
+	struct fdp f = DUALFD(open(P("t"), O_CREAT | O_WRONLY, 0644));
+	DUAL(write(F(f), buf, sizeof buf));
+	close_fdp(f);
+	f = DUALFD(open(P("t"), O_WRONLY | O_TRUNC));
+	close_fdp(f);
+	check_dual_stat("t");
+	check_identity("t");
+	/* O_APPEND: writes go to the end, even pwrite on Linux */
+	f = DUALFD(open(P("t"), O_WRONLY | O_APPEND));
+	DUAL(write(F(f), "abc", 3));
+	DUAL(lseek(F(f), 0, SEEK_SET));
+	DUAL(write(F(f), "def", 3));
+	DUAL(pwrite(F(f), "ghi", 3, 0));
+	DUAL(lseek(F(f), 0, SEEK_CUR));
+	close_fdp(f);
+	size_t l;
+	char *s = slurp(PM("t"), &l);
+	ck_assert_ptr_nonnull(s);
+	ck_assert_uint_eq(l, 9);
+	ck_assert(memcmp(s, "abcdefghi", 9) == 0);
+	free(s);
+	/* two appenders interleave without overwriting */
+	struct fdp a = DUALFD(open(P("t"), O_WRONLY | O_APPEND));
+	struct fdp b = DUALFD(open(P("t"), O_WRONLY | O_APPEND));
+	DUAL(write(F(a), "1", 1));
+	DUAL(write(F(b), "2", 1));
+	DUAL(write(F(a), "3", 1));
+	close_fdp(a);
+	close_fdp(b);
+	s = slurp(PM("t"), &l);
+	ck_assert_uint_eq(l, 12);
+	ck_assert(memcmp(s, "abcdefghi123", 12) == 0);
+	free(s);
+	check_dual_stat("t");
+	/* truncate / ftruncate grow and shrink */
+	DUAL(truncate(P("t"), 100000));
+	check_dual_stat("t");
+	DUAL(truncate(P("t"), 5));
+	check_dual_stat("t");
+	f = DUALFD(open(P("t"), O_RDWR));
+	DUAL(ftruncate(F(f), 3 << 20));
+	DUAL_EXPECT(ftruncate(F(f), -1), -EINVAL);
+	close_fdp(f);
+	f = DUALFD(open(P("t"), O_RDONLY));
+	DUAL_EXPECT(ftruncate(F(f), 10), -EINVAL);
+	close_fdp(f);
+	check_dual_stat("t");
+	check_identity("t");
+	DUAL(mkdir(P("d"), 0755));
+	DUAL_EXPECT(truncate(P("d"), 0), -EISDIR);
+	DUAL_EXPECT(truncate(P("nope"), 0), -ENOENT);
+	s = slurp(PM("t"), &l);
+	ck_assert_uint_eq(l, 3 << 20);
+	ck_assert(memcmp(s, "abcde", 5) == 0);
+	for (size_t i = 5; i < l; i++)
+		if (s[i]) {
+			ck_abort_msg("byte %zu after truncate-extend is %d, want 0", i, s[i]);
+		}
+	free(s);
+}
+END_TEST
+
+START_TEST(files_unlink_open)
+{
+	T_BEGIN();
+	struct fdp f = DUALFD(open(P("u"), O_CREAT | O_RDWR, 0644));
+	DUAL(write(F(f), "still here", 10));
+	DUAL(unlink(P("u")));
+	DUAL_EXPECT(access(P("u"), F_OK), -ENOENT);
+	char b[32] = "";
+	DUAL(pread(F(f), b, sizeof b, 0));
+	ck_assert(memcmp(b, "still here", 10) == 0);
+	DUAL(pwrite(F(f), "X", 1, 0));
+	struct stat s0, s1;
+	SIDE = 0;
+	fstat(F(f), &s0);
+	SIDE = 1;
+	ck_assert_int_eq(fstat(F(f), &s1), 0);
+	ck_assert_uint_eq(s1.st_nlink, s0.st_nlink);
+	ck_assert_uint_eq(s1.st_nlink, 0);
+	ck_assert_int_eq(s1.st_size, 10);
+	DUAL(fsync(F(f)));
+	close_fdp(f);
+	/* recreate same name: new file */
+	f = DUALFD(open(P("u"), O_CREAT | O_EXCL | O_RDWR, 0644));
+	close_fdp(f);
+	check_dual_stat("u");
+	DUAL_EXPECT(unlink(P("u/x")), -ENOTDIR);
+	DUAL_EXPECT(unlink(P("zzz")), -ENOENT);
+}
+END_TEST
+
+/* fallocate modes, compared ref vs mount and identity vs backing */
+START_TEST(files_fallocate)
+{
+	T_BEGIN();
+	struct fdp f = DUALFD(open(P("fa"), O_CREAT | O_RDWR, 0644));
+	DUAL(fallocate(F(f), 0, 0, 1 << 20));
+	check_dual_stat("fa");
+	check_identity("fa");
+	DUAL(fallocate(F(f), FALLOC_FL_KEEP_SIZE, 1 << 20, 1 << 20));
+	check_dual_stat("fa");
+	check_identity("fa");
+	char buf[65536];
+	fill_pattern(buf, sizeof buf, 9);
+	DUAL(pwrite(F(f), buf, sizeof buf, 0));
+	DUAL(pwrite(F(f), buf, sizeof buf, 512 << 10));
+	DUAL(fallocate(F(f), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4096, 16384));
+	DUAL(fsync(F(f)));
+	check_dual_stat("fa");
+	check_identity("fa");
+	char back[65536];
+	DUAL(pread(F(f), back, sizeof back, 0));
+	ck_assert(memcmp(back, buf, 4096) == 0);
+	for (int i = 4096; i < 4096 + 16384; i++)
+		ck_assert_msg(back[i] == 0, "punched byte %d is %d", i, back[i]);
+	ck_assert(memcmp(back + 20480, buf + 20480, sizeof buf - 20480) == 0);
+	/* invalid combinations */
+	DUAL(fallocate(F(f), FALLOC_FL_PUNCH_HOLE, 0, 4096)); /* needs KEEP_SIZE */
+	DUAL(fallocate(F(f), 0, 0, 0));
+	DUAL(fallocate(F(f), 0, -1, 10));
+	close_fdp(f);
+	f = DUALFD(open(P("fa"), O_RDONLY));
+	DUAL_EXPECT(fallocate(F(f), 0, 0, 4096), -EBADF);
+	close_fdp(f);
+	/* posix_fallocate extends size */
+	f = DUALFD(open(P("pf"), O_CREAT | O_RDWR, 0644));
+	SIDE = 0;
+	int r0 = posix_fallocate(F(f), 0, 300000);
+	SIDE = 1;
+	int r1 = posix_fallocate(F(f), 0, 300000);
+	ck_assert_int_eq(r0, r1);
+	close_fdp(f);
+	check_dual_stat("pf");
+	check_identity("pf");
+}
+END_TEST
+
+/* SEEK_DATA / SEEK_HOLE on a sparse file: same answers as backing */
+START_TEST(files_seek_data_hole)
+{
+	T_BEGIN();
+	char buf[65536];
+	fill_pattern(buf, sizeof buf, 11);
+	int fd = open(PM("sparse"), O_CREAT | O_RDWR, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, buf, sizeof buf, 0), (int)sizeof buf);
+	ck_assert_int_eq(pwrite(fd, buf, sizeof buf, 4 << 20), (int)sizeof buf);
+	ck_assert_int_eq(pwrite(fd, buf, 4096, 10 << 20), 4096);
+	ck_assert_int_eq(ftruncate(fd, 16 << 20), 0);
+	ck_assert_int_eq(fsync(fd), 0);
+	int bfd = open(PE("sparse"), O_RDONLY);
+	ck_assert_int_ge(bfd, 0);
+	off_t offs[] = { 0, 1, 4095, 65535, 65536, 65537, 1 << 20, (4 << 20) - 1, 4 << 20,
+			 (4 << 20) + 70000, 10 << 20, (10 << 20) + 4095, (10 << 20) + 4096,
+			 (16 << 20) - 1, 16 << 20, (16 << 20) + 1, 100 << 20 };
+	int holes_found = 0;
+	for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
+		for (int w = 0; w < 2; w++) {
+			int whence = w ? SEEK_HOLE : SEEK_DATA;
+			errno = 0;
+			off_t rb = lseek(bfd, offs[i], whence);
+			int eb = rb < 0 ? errno : 0;
+			errno = 0;
+			off_t rm = lseek(fd, offs[i], whence);
+			int em = rm < 0 ? errno : 0;
+			ck_assert_msg(rb == rm && eb == em,
+				      "lseek(%lld, %s): backing %lld (%s), dcfs %lld (%s)",
+				      (long long)offs[i], w ? "SEEK_HOLE" : "SEEK_DATA",
+				      (long long)rb, strerror(eb), (long long)rm, strerror(em));
+			if (w && rm >= 0 && rm < (16 << 20))
+				holes_found++;
+		}
+	}
+	ck_assert_msg(holes_found > 0, "backing fs reported no holes at all");
+	close(bfd);
+	close(fd);
+	/* same lseek results on a reference file built the same way */
+	check_identity("sparse");
+}
+END_TEST
+
+START_TEST(files_copy_file_range)
+{
+	T_BEGIN();
+	size_t n = 1 << 20;
+	char *buf = malloc(n);
+	fill_pattern(buf, n, 5);
+	ck_assert_int_eq(write_file(PR("src"), buf, n, 0644), 0);
+	ck_assert_int_eq(write_file(PM("src"), buf, n, 0644), 0);
+	struct fdp s = DUALFD(open(P("src"), O_RDONLY));
+	struct fdp d = DUALFD(open(P("dst"), O_CREAT | O_RDWR, 0644));
+	loff_t in0 = 1000, out0 = 0;
+	SIDE = 0;
+	ssize_t total0 = 0, r;
+	while ((r = copy_file_range(F(s), &in0, F(d), &out0, n, 0)) > 0)
+		total0 += r;
+	SIDE = 1;
+	loff_t in1 = 1000, out1 = 0;
+	ssize_t total1 = 0;
+	errno = 0;
+	while ((r = copy_file_range(F(s), &in1, F(d), &out1, n, 0)) > 0)
+		total1 += r;
+	ck_assert_msg(r == 0, "copy_file_range through dcfs failed: %s", strerror(errno));
+	ck_assert_int_eq(total0, total1);
+	ck_assert_int_eq(total1, (ssize_t)n - 1000);
+	ck_assert_int_eq(in1, in0);
+	ck_assert_int_eq(out1, out0);
+	/* using the file offset (NULL offsets) */
+	DUAL(lseek(F(s), 0, SEEK_SET));
+	DUAL(lseek(F(d), 2 << 20, SEEK_SET));
+	DUAL(copy_file_range(F(s), NULL, F(d), NULL, 4096, 0));
+	DUAL(lseek(F(d), 0, SEEK_CUR));
+	DUAL(lseek(F(s), 0, SEEK_CUR));
+	/* errors: bad flags, read-only destination */
+	DUAL_EXPECT(copy_file_range(F(s), NULL, F(d), NULL, 10, 1), -EINVAL);
+	DUAL_EXPECT(copy_file_range(F(d), NULL, F(s), NULL, 10, 0), -EBADF);
+	close_fdp(s);
+	close_fdp(d);
+	check_dual_stat("dst");
+	check_identity("dst");
+	size_t l;
+	char *c = slurp(PM("dst"), &l);
+	ck_assert_uint_eq(l, (2 << 20) + 4096);
+	ck_assert(memcmp(c, buf + 1000, n - 1000) == 0);
+	ck_assert(memcmp(c + (2 << 20), buf, 4096) == 0);
+	free(c);
+	free(buf);
+	/* copy from a backing-only-written file into mount file across dirs */
+	DUAL(mkdir(P("sub"), 0755));
+	s = DUALFD(open(P("src"), O_RDONLY));
+	d = DUALFD(open(P("sub/dst2"), O_CREAT | O_WRONLY, 0644));
+	DUAL(copy_file_range(F(s), NULL, F(d), NULL, 65536, 0));
+	close_fdp(s);
+	close_fdp(d);
+	check_dual_stat("sub/dst2");
+}
+END_TEST
+
+START_TEST(files_fsync_variants)
+{
+	T_BEGIN();
+	struct fdp f = DUALFD(open(P("s"), O_CREAT | O_WRONLY | O_SYNC, 0644));
+	DUAL(write(F(f), "sync", 4));
+	DUAL(fsync(F(f)));
+	DUAL(fdatasync(F(f)));
+	DUAL(sync_file_range(F(f), 0, 4, SYNC_FILE_RANGE_WRITE));
+	close_fdp(f);
+	f = DUALFD(open(P("s"), O_RDONLY));
+	DUAL(fsync(F(f)));
+	DUAL(fdatasync(F(f)));
+	close_fdp(f);
+	f = DUALFD(open(P("."), O_RDONLY | O_DIRECTORY));
+	DUAL(fsync(F(f)));
+	DUAL(fdatasync(F(f)));
+	close_fdp(f);
+	f = DUALFD(open(P("s"), O_RDWR | O_DSYNC));
+	DUAL(write(F(f), "dsync", 5));
+	close_fdp(f);
+	check_dual_stat("s");
+	int fd = open(g_mnt, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(syncfs(fd), 0);
+	close(fd);
+}
+END_TEST
+
+/* many small files and a file rewritten many times (fd/inode leaks) */
+START_TEST(files_many_open_close)
+{
+	T_BEGIN();
+	for (int i = 0; i < 300; i++) {
+		struct fdp f = DUALFD(open(P("m%d", i % 30), O_CREAT | O_RDWR | O_APPEND, 0644));
+		DUAL(write(F(f), "x", 1));
+		close_fdp(f);
+	}
+	for (int i = 0; i < 30; i++) {
+		char rel[32];
+		snprintf(rel, sizeof rel, "m%d", i);
+		check_dual_stat(rel);
+	}
+	int fds[200];
+	for (int i = 0; i < 200; i++) {
+		fds[i] = open(PM("m%d", i % 30), O_RDONLY);
+		ck_assert_msg(fds[i] >= 0, "open #%d: %s", i, strerror(errno));
+	}
+	for (int i = 0; i < 200; i++)
+		close(fds[i]);
+}
+END_TEST
+
+void add_files_tests(TCase *tc)
+{
+	tcase_add_test(tc, files_create_excl);
+	tcase_add_test(tc, files_open_errors);
+	tcase_add_test(tc, files_read_write);
+	tcase_add_test(tc, files_trunc_append);
+	tcase_add_test(tc, files_unlink_open);
+	tcase_add_test(tc, files_fallocate);
+	tcase_add_test(tc, files_seek_data_hole);
+	tcase_add_test(tc, files_copy_file_range);
+	tcase_add_test(tc, files_fsync_variants);
+	tcase_add_test(tc, files_many_open_close);
+}
