@@ -897,6 +897,14 @@ void test_begin(const char *name)
 {
 	ck_assert_msg(!g_setup_err[0], "setup failed: %s", g_setup_err);
 	ck_assert_msg(is_mounted(g_mnt, NULL, 0), "%s is not mounted (daemon died?)", g_mnt);
+	if (g_cfg->mm == MM_DAEMON) {
+		int st = daemon_status(&g_daemon);
+		ck_assert_msg(st == -1, "dcfs daemon already died in an earlier test (wait status %#x%s)",
+			      st, WIFSIGNALED(st) ? ", killed by signal" : "");
+	}
+	if (g_cfg->mm == MM_HELPER && g_helper_daemon > 0)
+		ck_assert_msg(kill(g_helper_daemon, 0) == 0,
+			      "dcfs daemon (pid %d) already died in an earlier test", g_helper_daemon);
 	umask(022);
 	snprintf(ROOTS[0], PATH_MAX, "%s/%s", g_ref, name);
 	snprintf(ROOTS[1], PATH_MAX, "%s/%s", g_mnt, name);

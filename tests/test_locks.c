@@ -1,2 +1,374 @@
+/* flock() and POSIX fcntl byte-range locks between processes on the mount.
+ * Every scenario is run on the reference dir and through dcfs; the outcome
+ * transcripts must be identical and match the expected POSIX behaviour. */
 #include "harness.h"
-void add_locks_tests(TCase *tc) { (void)tc; }
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+enum act_kind { A_SETLK, A_SETLKW, A_GETLK, A_FLOCK, A_OFD_SETLK };
+
+struct act {
+	enum act_kind kind;
+	short type;
+	off_t start, len;
+	int flock_op;
+};
+
+struct act_res {
+	long ret;
+	int err;
+	struct flock fl;
+};
+
+static void do_act(int fd, const struct act *a, struct act_res *r)
+{
+	struct flock fl = { .l_type = a->type, .l_whence = SEEK_SET, .l_start = a->start,
+			    .l_len = a->len };
+	errno = 0;
+	switch (a->kind) {
+	case A_SETLK:
+		r->ret = fcntl(fd, F_SETLK, &fl);
+		break;
+	case A_SETLKW:
+		r->ret = fcntl(fd, F_SETLKW, &fl);
+		break;
+	case A_GETLK:
+		r->ret = fcntl(fd, F_GETLK, &fl);
+		break;
+	case A_OFD_SETLK:
+		fl.l_pid = 0;
+		r->ret = fcntl(fd, F_OFD_SETLK, &fl);
+		break;
+	case A_FLOCK:
+		r->ret = flock(fd, a->flock_op);
+		break;
+	}
+	r->err = r->ret < 0 ? errno : 0;
+	r->fl = fl;
+}
+
+/* Run an action in a new process with its own open file description. */
+static struct act_res child_act(const char *path, struct act a)
+{
+	struct act_res r = { -1, EIO, { 0 } };
+	int pfd[2];
+	ck_assert_int_eq(pipe(pfd), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(pfd[0]);
+		struct act_res c = { -1, 0, { 0 } };
+		int fd = open(path, O_RDWR);
+		if (fd < 0)
+			c.err = errno;
+		else
+			do_act(fd, &a, &c);
+		if (write(pfd[1], &c, sizeof c) != sizeof c)
+			_exit(1);
+		_exit(0);
+	}
+	close(pfd[1]);
+	ssize_t n = read(pfd[0], &r, sizeof r);
+	close(pfd[0]);
+	waitpid(pid, NULL, 0);
+	ck_assert_int_eq(n, (ssize_t)sizeof r);
+	return r;
+}
+
+static void parent_lk(int fd, short type, off_t start, off_t len)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = start, .l_len = len };
+	ck_assert_msg(fcntl(fd, F_SETLK, &fl) == 0, "parent F_SETLK type %d: %s", type,
+		      strerror(errno));
+}
+
+static const char *fmt_res(struct act_res r)
+{
+	static char b[128];
+	if (r.ret < 0)
+		snprintf(b, sizeof b, "-1/%s", (r.err == EAGAIN || r.err == EACCES) ? "EAGAIN" :
+						  strerror(r.err));
+	else
+		snprintf(b, sizeof b, "%ld", r.ret);
+	return b;
+}
+
+#define LOG(...)                                                                     \
+	do {                                                                         \
+		size_t _l = strlen(out);                                             \
+		snprintf(out + _l, outlen - _l, __VA_ARGS__);                        \
+	} while (0)
+
+/* POSIX byte-range lock scenario; returns transcript */
+static void posix_scenario(const char *path, char *out, size_t outlen)
+{
+	out[0] = 0;
+	int fd = open(path, O_RDWR | O_CREAT, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 4096), 0);
+	parent_lk(fd, F_WRLCK, 0, 100);
+	LOG("wr-overlap:%s ", fmt_res(child_act(path, (struct act){ A_SETLK, F_WRLCK, 50, 10, 0 })));
+	LOG("wr-disjoint:%s ",
+	    fmt_res(child_act(path, (struct act){ A_SETLK, F_WRLCK, 200, 100, 0 })));
+	LOG("rd-overlap:%s ", fmt_res(child_act(path, (struct act){ A_SETLK, F_RDLCK, 0, 10, 0 })));
+	struct act_res g = child_act(path, (struct act){ A_GETLK, F_WRLCK, 0, 100, 0 });
+	LOG("getlk:%s type=%s start=%lld len=%lld pidok=%d ", fmt_res(g),
+	    g.fl.l_type == F_WRLCK ? "WR" : g.fl.l_type == F_RDLCK ? "RD" : "UN",
+	    (long long)g.fl.l_start, (long long)g.fl.l_len, g.fl.l_pid == getpid());
+	g = child_act(path, (struct act){ A_GETLK, F_WRLCK, 500, 10, 0 });
+	LOG("getlk-free:%s type=%s ", fmt_res(g), g.fl.l_type == F_UNLCK ? "UN" : "LOCKED");
+	/* downgrade to read lock */
+	parent_lk(fd, F_RDLCK, 0, 100);
+	LOG("rd-shared:%s ", fmt_res(child_act(path, (struct act){ A_SETLK, F_RDLCK, 0, 10, 0 })));
+	LOG("wr-vs-rd:%s ", fmt_res(child_act(path, (struct act){ A_SETLK, F_WRLCK, 90, 20, 0 })));
+	g = child_act(path, (struct act){ A_GETLK, F_WRLCK, 0, 0, 0 });
+	LOG("getlk-rd:%s type=%s pidok=%d ", fmt_res(g),
+	    g.fl.l_type == F_RDLCK ? "RD" : g.fl.l_type == F_WRLCK ? "WR" : "UN",
+	    g.fl.l_pid == getpid());
+	/* partial unlock splits the lock */
+	parent_lk(fd, F_UNLCK, 20, 10);
+	LOG("split-hole:%s ", fmt_res(child_act(path, (struct act){ A_SETLK, F_WRLCK, 20, 10, 0 })));
+	LOG("split-rest:%s ", fmt_res(child_act(path, (struct act){ A_SETLK, F_WRLCK, 30, 10, 0 })));
+	/* release */
+	parent_lk(fd, F_UNLCK, 0, 0);
+	LOG("after-unlock:%s ",
+	    fmt_res(child_act(path, (struct act){ A_SETLK, F_WRLCK, 0, 100, 0 })));
+	/* whole-file lock (len 0 = to EOF and beyond) */
+	parent_lk(fd, F_WRLCK, 0, 0);
+	LOG("eof-range:%s ",
+	    fmt_res(child_act(path, (struct act){ A_SETLK, F_RDLCK, 1 << 30, 1, 0 })));
+	/* closing ANY fd of the process on the file drops its POSIX locks */
+	int fd2 = open(path, O_RDONLY);
+	ck_assert_int_ge(fd2, 0);
+	close(fd2);
+	LOG("after-close-other-fd:%s ",
+	    fmt_res(child_act(path, (struct act){ A_SETLK, F_WRLCK, 0, 100, 0 })));
+	close(fd);
+}
+
+/* F_SETLKW blocks until the holder releases */
+static void posix_blocking(const char *path, char *out, size_t outlen)
+{
+	out[0] = 0;
+	int fd = open(path, O_RDWR | O_CREAT, 0644);
+	ck_assert_int_ge(fd, 0);
+	parent_lk(fd, F_WRLCK, 0, 10);
+	int pfd[2];
+	ck_assert_int_eq(pipe(pfd), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(pfd[0]);
+		int cfd = open(path, O_RDWR);
+		struct act_res c = { -1, 0, { 0 } };
+		struct act a = { A_SETLKW, F_WRLCK, 5, 1, 0 };
+		do_act(cfd, &a, &c);
+		if (write(pfd[1], &c, sizeof c) != sizeof c)
+			_exit(1);
+		_exit(0);
+	}
+	close(pfd[1]);
+	sleep_ms(300);
+	int st;
+	LOG("still-blocked:%d ", waitpid(pid, &st, WNOHANG) == 0);
+	parent_lk(fd, F_UNLCK, 0, 10);
+	struct act_res c;
+	ssize_t n = read(pfd[0], &c, sizeof c); /* child gets lock and exits */
+	close(pfd[0]);
+	waitpid(pid, &st, 0);
+	LOG("acquired:%s ", n == sizeof c ? fmt_res(c) : "no-answer");
+	/* deadlock detection: EDEADLK */
+	close(fd);
+}
+
+static void flock_scenario(const char *path, char *out, size_t outlen)
+{
+	out[0] = 0;
+	int fd = open(path, O_RDWR | O_CREAT, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(flock(fd, LOCK_EX), 0);
+	LOG("ex-vs-ex:%s ", fmt_res(child_act(path, (struct act){ A_FLOCK, 0, 0, 0, LOCK_EX | LOCK_NB })));
+	LOG("sh-vs-ex:%s ", fmt_res(child_act(path, (struct act){ A_FLOCK, 0, 0, 0, LOCK_SH | LOCK_NB })));
+	/* flock and POSIX locks do not interact on Linux */
+	LOG("posix-vs-flock:%s ",
+	    fmt_res(child_act(path, (struct act){ A_SETLK, F_WRLCK, 0, 0, 0 })));
+	/* same open file description in a forked child: lock is shared */
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : 10 + errno % 100);
+	int st;
+	waitpid(pid, &st, 0);
+	LOG("inherited-fd:%d ", WEXITSTATUS(st));
+	ck_assert_int_eq(flock(fd, LOCK_SH), 0); /* convert */
+	LOG("sh-vs-sh:%s ", fmt_res(child_act(path, (struct act){ A_FLOCK, 0, 0, 0, LOCK_SH | LOCK_NB })));
+	LOG("ex-vs-sh:%s ", fmt_res(child_act(path, (struct act){ A_FLOCK, 0, 0, 0, LOCK_EX | LOCK_NB })));
+	ck_assert_int_eq(flock(fd, LOCK_UN), 0);
+	LOG("after-un:%s ", fmt_res(child_act(path, (struct act){ A_FLOCK, 0, 0, 0, LOCK_EX | LOCK_NB })));
+	/* lock released on close of the last fd */
+	ck_assert_int_eq(flock(fd, LOCK_EX), 0);
+	close(fd);
+	LOG("after-close:%s ", fmt_res(child_act(path, (struct act){ A_FLOCK, 0, 0, 0, LOCK_EX | LOCK_NB })));
+	/* blocking flock waits for release */
+	fd = open(path, O_RDWR);
+	ck_assert_int_eq(flock(fd, LOCK_EX), 0);
+	int pfd[2];
+	ck_assert_int_eq(pipe(pfd), 0);
+	pid = fork();
+	if (pid == 0) {
+		int cfd = open(path, O_RDWR);
+		char c = flock(cfd, LOCK_EX) == 0 ? 'y' : 'n';
+		if (write(pfd[1], &c, 1) != 1)
+			_exit(1);
+		_exit(0);
+	}
+	close(pfd[1]);
+	sleep_ms(300);
+	LOG("flock-blocked:%d ", waitpid(pid, &st, WNOHANG) == 0);
+	flock(fd, LOCK_UN);
+	char c = '?';
+	if (read(pfd[0], &c, 1) != 1)
+		c = '!';
+	close(pfd[0]);
+	waitpid(pid, &st, 0);
+	LOG("flock-acquired:%c ", c);
+	close(fd);
+}
+
+static void ofd_scenario(const char *path, char *out, size_t outlen)
+{
+	out[0] = 0;
+	int a = open(path, O_RDWR | O_CREAT, 0644);
+	int b = open(path, O_RDWR);
+	ck_assert(a >= 0 && b >= 0);
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 10 };
+	errno = 0;
+	int r = fcntl(a, F_OFD_SETLK, &fl);
+	LOG("ofd-a:%d/%d ", r, r < 0 ? errno : 0);
+	struct flock f2 = fl;
+	errno = 0;
+	r = fcntl(b, F_OFD_SETLK, &f2);
+	LOG("ofd-b-conflict:%d/%s ", r, r < 0 && (errno == EAGAIN || errno == EACCES) ? "EAGAIN" :
+					r < 0 ? strerror(errno) : "ok");
+	close(a);
+	errno = 0;
+	r = fcntl(b, F_OFD_SETLK, &f2);
+	LOG("ofd-b-after-close:%d/%d ", r, r < 0 ? errno : 0);
+	close(b);
+}
+
+typedef void (*scenario_fn)(const char *, char *, size_t);
+
+static void run_scenario(scenario_fn fn, const char *name, const char *expect)
+{
+	char r[2048], m[2048];
+	fn(PR("%s", name), r, sizeof r);
+	fn(PM("%s", name), m, sizeof m);
+	ck_assert_msg(strcmp(r, m) == 0, "%s lock transcript differs:\nbacking: %s\ndcfs:    %s", name,
+		      r, m);
+	if (expect)
+		ck_assert_msg(strcmp(m, expect) == 0, "%s: unexpected transcript:\n got: %s\nwant: %s",
+			      name, m, expect);
+}
+
+START_TEST(locks_posix)
+{
+	T_BEGIN();
+	run_scenario(posix_scenario, "posix",
+		     "wr-overlap:-1/EAGAIN wr-disjoint:0 rd-overlap:-1/EAGAIN "
+		     "getlk:0 type=WR start=0 len=100 pidok=1 getlk-free:0 type=UN "
+		     "rd-shared:0 wr-vs-rd:-1/EAGAIN getlk-rd:0 type=RD pidok=1 "
+		     "split-hole:0 split-rest:-1/EAGAIN after-unlock:0 eof-range:-1/EAGAIN "
+		     "after-close-other-fd:0 ");
+}
+END_TEST
+
+START_TEST(locks_posix_blocking)
+{
+	T_BEGIN();
+	run_scenario(posix_blocking, "blk", "still-blocked:1 acquired:0 ");
+}
+END_TEST
+
+START_TEST(locks_flock)
+{
+	T_BEGIN();
+	run_scenario(flock_scenario, "fl",
+		     "ex-vs-ex:-1/EAGAIN sh-vs-ex:-1/EAGAIN posix-vs-flock:0 inherited-fd:0 "
+		     "sh-vs-sh:0 ex-vs-sh:-1/EAGAIN after-un:0 after-close:0 flock-blocked:1 "
+		     "flock-acquired:y ");
+}
+END_TEST
+
+START_TEST(locks_ofd)
+{
+	T_BEGIN();
+	run_scenario(ofd_scenario, "ofd", "ofd-a:0/0 ofd-b-conflict:-1/EAGAIN ofd-b-after-close:0/0 ");
+}
+END_TEST
+
+/* N processes increment a counter in the file under F_SETLKW / flock. */
+static void counter_run(const char *path, int use_flock)
+{
+	ck_assert_int_eq(write_file(path, "0\n", 2, 0644), 0);
+	const int nproc = 4, iters = 100;
+	pid_t pids[4];
+	for (int p = 0; p < nproc; p++) {
+		pids[p] = fork();
+		if (pids[p] == 0) {
+			int fd = open(path, O_RDWR);
+			if (fd < 0)
+				_exit(2);
+			for (int i = 0; i < iters; i++) {
+				struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+				if (use_flock ? flock(fd, LOCK_EX) : fcntl(fd, F_SETLKW, &fl))
+					_exit(3);
+				char b[32] = "";
+				if (pread(fd, b, sizeof b - 1, 0) < 0)
+					_exit(4);
+				int v = atoi(b) + 1;
+				int n = snprintf(b, sizeof b, "%d\n", v);
+				if (pwrite(fd, b, n, 0) != n)
+					_exit(5);
+				fl.l_type = F_UNLCK;
+				if (use_flock ? flock(fd, LOCK_UN) : fcntl(fd, F_SETLK, &fl))
+					_exit(6);
+			}
+			_exit(0);
+		}
+	}
+	for (int p = 0; p < nproc; p++) {
+		int st;
+		waitpid(pids[p], &st, 0);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: worker status %#x", path, st);
+	}
+	size_t l;
+	char *s = slurp(path, &l);
+	ck_assert_ptr_nonnull(s);
+	ck_assert_msg(atoi(s) == nproc * iters, "%s (%s): counter %d, want %d", path,
+		      use_flock ? "flock" : "fcntl", atoi(s), nproc * iters);
+	free(s);
+}
+
+START_TEST(locks_counter)
+{
+	T_BEGIN();
+	counter_run(PR("c1"), 0);
+	counter_run(PM("c1"), 0);
+	counter_run(PR("c2"), 1);
+	counter_run(PM("c2"), 1);
+	check_identity("c1");
+}
+END_TEST
+
+void add_locks_tests(TCase *tc)
+{
+	tcase_add_test(tc, locks_posix);
+	tcase_add_test(tc, locks_posix_blocking);
+	tcase_add_test(tc, locks_flock);
+	tcase_add_test(tc, locks_ofd);
+	tcase_add_test(tc, locks_counter);
+}
