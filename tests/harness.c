@@ -42,7 +42,7 @@ static volatile int reg_nimgs;
 static volatile pid_t reg_pids[MAXREG];
 static int created_sbin_link;
 
-static void reg_mount(const char *p)
+void track_mount(const char *p)
 {
 	for (int i = 0; i < reg_nmounts; i++)
 		if (strcmp(reg_mounts[i], p) == 0)
@@ -535,7 +535,7 @@ const char *backing_root(enum fs_kind fs, char *err, size_t errlen)
 		snprintf(berr, sizeof berr, "mkdir %s: %s", b->root, strerror(errno));
 		goto fail;
 	}
-	reg_mount(b->root);
+	track_mount(b->root);
 	if (mount(b->loop, b->root, fs_name(fs), 0, NULL) < 0) {
 		snprintf(berr, sizeof berr, "mount %s on %s: %s", b->loop, b->root,
 			 strerror(errno));
@@ -700,7 +700,7 @@ void daemon_kill(struct daemon *d)
 static struct daemon g_daemon;
 static pid_t g_helper_daemon;
 
-static pid_t find_daemon_for(const char *mnt)
+pid_t find_daemon_for(const char *mnt)
 {
 	DIR *d = opendir("/proc");
 	if (!d)
@@ -783,7 +783,7 @@ void fixture_setup(const struct config *cfg)
 		snprintf(g_setup_err, sizeof g_setup_err, "%s already mounted", g_mnt);
 		return;
 	}
-	reg_mount(g_mnt);
+	track_mount(g_mnt);
 	char out[4096];
 	switch (cfg->mm) {
 	case MM_BIND:
@@ -917,6 +917,35 @@ void test_begin(const char *name)
 }
 
 /* ---- global init / cleanup --------------------------------------------- */
+/* lazily unmount everything below g_tmpdir (deepest / latest first) */
+static void sweep_mounts(void)
+{
+	if (!g_tmpdir[0])
+		return;
+	char *mps[256];
+	int n = 0;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return;
+	char *line = NULL;
+	size_t cap = 0;
+	size_t tl = strlen(g_tmpdir);
+	while (getline(&line, &cap, f) > 0 && n < 256) {
+		char mp[PATH_MAX];
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
+			continue;
+		if (strncmp(mp, g_tmpdir, tl) == 0 && mp[tl] == '/')
+			mps[n++] = strdup(mp);
+	}
+	free(line);
+	fclose(f);
+	for (int i = n - 1; i >= 0; i--) {
+		if (umount2(mps[i], 0) < 0)
+			umount2(mps[i], MNT_DETACH);
+		free(mps[i]);
+	}
+}
+
 static void cleanup_impl(int from_signal)
 {
 	/* kill daemons first so lazy unmounts do not hang on them */
@@ -930,6 +959,8 @@ static void cleanup_impl(int from_signal)
 		if (umount2(reg_mounts[i], 0) < 0)
 			umount2(reg_mounts[i], MNT_DETACH);
 	}
+	if (!from_signal)
+		sweep_mounts();
 	if (!from_signal)
 		for (int i = 0; i < MAXREG; i++)
 			if (reg_pids[i] > 0) {
@@ -1043,6 +1074,16 @@ int harness_init(void)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	sigaction(SIGQUIT, &sa, NULL);
+	if (g_mount_dcfs_bin && access(g_mount_dcfs_bin, X_OK) == 0) {
+		char err[256];
+		if (ensure_sbin_helper(err, sizeof err) < 0)
+			fprintf(stderr, "warning: %s\n", err);
+		char real[PATH_MAX], want[PATH_MAX];
+		if (realpath("/sbin/mount.dcfs", real) && realpath(g_mount_dcfs_bin, want) &&
+		    strcmp(real, want) != 0)
+			fprintf(stderr, "warning: /sbin/mount.dcfs is %s, not MOUNT_DCFS_BIN %s\n",
+				real, want);
+	}
 	/* make sure loop devices can actually be set up */
 	char err[512];
 	if (!backing_root(FS_EXT4, err, sizeof err)) {

@@ -60,6 +60,7 @@ extern char EROOT[PATH_MAX]; /* the test dir as seen in the exported backing */
 int harness_init(void);               /* returns 0 or prints SKIP and 77 */
 void harness_cleanup(void);           /* idempotent, also run atexit */
 int harness_verify_clean(void);       /* 0 if no leftover mounts/loops */
+void track_mount(const char *mnt);    /* unmount at exit if still mounted */
 const char *backing_root(enum fs_kind fs, char *err, size_t errlen);
 
 /* fixture helpers used by main.c */
@@ -85,6 +86,8 @@ int daemon_wait_mounted(struct daemon *d, char *err, size_t errlen);
 /* Wait for daemon exit, returns raw wait status or -1 on timeout. */
 int daemon_wait_exit(struct daemon *d, double timeout_s);
 void daemon_kill(struct daemon *d);
+/* pid of a running process (not mount*) with mnt as an argument, or -1 */
+pid_t find_daemon_for(const char *mnt);
 /* mount -t dcfs BACKING MNT -o OPTS (creates /sbin/mount.dcfs if absent) */
 int helper_mount(const char *backing, const char *mnt, const char *opts, char *out, size_t outlen);
 /* Read the log; returns malloc'd string (never NULL). */

@@ -1,2 +1,451 @@
+/* Command line of dcfs (negative cases, options, daemon mode) and the
+ * mount(8) helper (mount -t dcfs / umount). */
 #include "harness.h"
-Suite *cli_suite(void) { return suite_create("cli"); }
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Run DCFS_BIN (or MOUNT_DCFS via mount) synchronously; stderr captured,
+ * killed after timeout. Returns wait status, -1 on timeout. */
+static int run_capture(const char *bin, char *const argv[], char *err, size_t errlen,
+		       double timeout)
+{
+	int pfd[2];
+	ck_assert_int_eq(pipe2(pfd, O_CLOEXEC), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDWR);
+		dup2(nul, 0);
+		dup2(nul, 1);
+		dup2(pfd[1], 2);
+		execv(bin, argv);
+		_exit(127);
+	}
+	close(pfd[1]);
+	fcntl(pfd[0], F_SETFL, O_NONBLOCK);
+	size_t n = 0;
+	double end = now_s() + timeout * deadline_scale();
+	int st = -1;
+	for (;;) {
+		ssize_t r;
+		char buf[1024];
+		while ((r = read(pfd[0], buf, sizeof buf)) > 0) {
+			size_t c = (size_t)r < errlen - 1 - n ? (size_t)r : errlen - 1 - n;
+			memcpy(err + n, buf, c);
+			n += c;
+		}
+		pid_t w = waitpid(pid, &st, WNOHANG);
+		if (w == pid)
+			break;
+		if (now_s() > end) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			st = -1;
+			break;
+		}
+		sleep_ms(10);
+	}
+	ssize_t r;
+	char buf[1024];
+	while ((r = read(pfd[0], buf, sizeof buf)) > 0) {
+		size_t c = (size_t)r < errlen - 1 - n ? (size_t)r : errlen - 1 - n;
+		memcpy(err + n, buf, c);
+		n += c;
+	}
+	err[n] = 0;
+	close(pfd[0]);
+	return st;
+}
+
+static char cbase[PATH_MAX];  /* backing area for cli tests */
+static char cmnt[PATH_MAX];   /* mountpoint */
+static char cback[PATH_MAX];  /* backing dir */
+
+static void cli_begin(const char *name)
+{
+	char err[512];
+	const char *root = backing_root(FS_EXT4, err, sizeof err);
+	ck_assert_msg(root != NULL, "backing fs: %s", err);
+	snprintf(cbase, sizeof cbase, "%s/cli", root);
+	mkdir(cbase, 0755);
+	snprintf(cback, sizeof cback, "%s/%s", cbase, name);
+	snprintf(cmnt, sizeof cmnt, "%s/climnt-%s", g_tmpdir, name);
+	rm_rf(cback);
+	ck_assert_int_eq(mkdir(cback, 0755), 0);
+	char p[PATH_MAX + 16];
+	snprintf(p, sizeof p, "%s/hello", cback);
+	ck_assert_int_eq(write_file(p, "hello\n", 6, 0644), 0);
+	if (!is_mounted(cmnt, NULL, 0)) {
+		rm_rf(cmnt);
+		ck_assert_int_eq(mkdir(cmnt, 0755), 0);
+	}
+	track_mount(cmnt);
+}
+#define C_BEGIN() cli_begin(__func__)
+
+static int count_lines(const char *s)
+{
+	int n = 0;
+	size_t len = strlen(s);
+	for (size_t i = 0; i < len; i++)
+		if (s[i] == '\n')
+			n++;
+	if (len && s[len - 1] != '\n')
+		n++;
+	return n;
+}
+
+/* Expect: non-zero exit, exactly one non-empty line on stderr, nothing
+ * mounted on mnt. */
+static void expect_cli_error(const char *what, const char *mnt, char *const argv[])
+{
+	char err[4096] = "";
+	int st = run_capture(g_dcfs_bin, argv, err, sizeof err, 10);
+	ck_assert_msg(st != -1, "%s: dcfs did not exit within 10s (stderr: %s)", what, err);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0,
+		      "%s: expected non-zero exit, got status %#x (stderr: %s)", what, st, err);
+	ck_assert_msg(err[0] != 0, "%s: no error message on stderr", what);
+	ck_assert_msg(count_lines(err) == 1, "%s: expected one line on stderr, got %d:\n%s", what,
+		      count_lines(err), err);
+	ck_assert_msg(!is_mounted(mnt, NULL, 0), "%s: %s got mounted anyway", what, mnt);
+	ck_assert_msg(strlen(err) > 5, "%s: uninformative message '%s'", what, err);
+}
+
+START_TEST(cli_missing_backing)
+{
+	C_BEGIN();
+	char nb[PATH_MAX + 16];
+	snprintf(nb, sizeof nb, "%s/does-not-exist", cbase);
+	char *a1[] = { "dcfs", "-f", nb, cmnt, NULL };
+	expect_cli_error("-f, missing backing dir", cmnt, a1);
+	char *a2[] = { "dcfs", nb, cmnt, NULL };
+	expect_cli_error("daemon mode, missing backing dir", cmnt, a2);
+	char f[PATH_MAX + 16];
+	snprintf(f, sizeof f, "%s/hello", cback);
+	char *a3[] = { "dcfs", "-f", f, cmnt, NULL };
+	expect_cli_error("backing is a regular file", cmnt, a3);
+}
+END_TEST
+
+START_TEST(cli_missing_mountpoint)
+{
+	C_BEGIN();
+	char nm[PATH_MAX + 16];
+	snprintf(nm, sizeof nm, "%s/no-such-mnt", g_tmpdir);
+	char *a1[] = { "dcfs", "-f", cback, nm, NULL };
+	expect_cli_error("-f, missing mountpoint", nm, a1);
+	char *a2[] = { "dcfs", cback, nm, NULL };
+	expect_cli_error("daemon mode, missing mountpoint", nm, a2);
+	char *a3[] = { "dcfs", "-f", cback, NULL };
+	expect_cli_error("no mountpoint argument", cmnt, a3);
+	char *a4[] = { "dcfs", NULL };
+	expect_cli_error("no arguments", cmnt, a4);
+}
+END_TEST
+
+static void unmount_and_expect_exit0(struct daemon *d)
+{
+	char out[1024];
+	int rc = run_cmd(out, sizeof out, "fusermount3 -u -z '%s'", d->mnt);
+	ck_assert_msg(rc == 0, "fusermount3 -u -z: %s", out);
+	int st = daemon_wait_exit(d, 10);
+	char *log = read_file_str(d->log);
+	ck_assert_msg(st != -1, "daemon did not exit after unmount; log %s", log);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon exit status %#x; log %s", st,
+		      log);
+	const char *p = log_problem(log);
+	ck_assert_msg(!p, "daemon log contains '%s': %s", p, log);
+	free(log);
+	daemon_kill(d);
+}
+
+static void start_ok(struct daemon *d, char *const argv[])
+{
+	char err[2048];
+	snprintf(d->mnt, sizeof d->mnt, "%s", cmnt);
+	ck_assert_int_eq(daemon_spawn(d, "cli", argv), 0);
+	if (daemon_wait_mounted(d, err, sizeof err) < 0) {
+		daemon_kill(d);
+		ck_abort_msg("dcfs did not mount: %s", err);
+	}
+}
+
+START_TEST(cli_nonempty_mountpoint)
+{
+	C_BEGIN();
+	char p[PATH_MAX + 16];
+	snprintf(p, sizeof p, "%s/occupant", cmnt);
+	ck_assert_int_eq(write_file(p, "x", 1, 0644), 0);
+	char *a1[] = { "dcfs", "-f", cback, cmnt, NULL };
+	expect_cli_error("-f, non-empty mountpoint", cmnt, a1);
+	char *a2[] = { "dcfs", cback, cmnt, NULL };
+	expect_cli_error("daemon mode, non-empty mountpoint", cmnt, a2);
+	/* with nonempty it mounts and hides the occupant */
+	struct daemon d;
+	char *a3[] = { "dcfs", "-f", "-o", "nonempty", cback, cmnt, NULL };
+	start_ok(&d, a3);
+	ck_assert_int_eq(access(p, F_OK), -1);
+	snprintf(p, sizeof p, "%s/hello", cmnt);
+	ck_assert_int_eq(access(p, F_OK), 0);
+	unmount_and_expect_exit0(&d);
+	snprintf(p, sizeof p, "%s/occupant", cmnt);
+	ck_assert_int_eq(access(p, F_OK), 0);
+	unlink(p);
+}
+END_TEST
+
+START_TEST(cli_bad_option)
+{
+	C_BEGIN();
+	char *a1[] = { "dcfs", "-f", "-o", "no_such_option_xyz", cback, cmnt, NULL };
+	expect_cli_error("unknown -o option", cmnt, a1);
+	char *a2[] = { "dcfs", "-o", "no_such_option_xyz", cback, cmnt, NULL };
+	expect_cli_error("unknown -o option, daemon mode", cmnt, a2);
+	char *a3[] = { "dcfs", "-f", "--no-such-flag", cback, cmnt, NULL };
+	expect_cli_error("unknown flag", cmnt, a3);
+	char *a4[] = { "dcfs", "-f", "-o", "attr_timeout=banana", cback, cmnt, NULL };
+	expect_cli_error("non-numeric attr_timeout", cmnt, a4);
+	char *a5[] = { "dcfs", "-f", cback, cmnt, "extra-arg", NULL };
+	expect_cli_error("extra positional argument", cmnt, a5);
+}
+END_TEST
+
+START_TEST(cli_daemon_mode)
+{
+	C_BEGIN();
+	char err[2048] = "";
+	char *a[] = { "dcfs", cback, cmnt, NULL };
+	int st = run_capture(g_dcfs_bin, a, err, sizeof err, 10);
+	ck_assert_msg(st != -1, "dcfs without -f did not return (should daemonize)");
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "dcfs daemon mode: status %#x: %s", st,
+		      err);
+	char fstype[256] = "";
+	ck_assert_msg(is_mounted(cmnt, fstype, sizeof fstype), "not mounted after dcfs returned");
+	ck_assert_msg(strncmp(fstype, "fuse", 4) == 0, "fstype %s", fstype);
+	char p[PATH_MAX + 16];
+	snprintf(p, sizeof p, "%s/hello", cmnt);
+	size_t l;
+	char *s = slurp(p, &l);
+	ck_assert_ptr_nonnull(s);
+	ck_assert_uint_eq(l, 6);
+	free(s);
+	char out[512];
+	ck_assert_int_eq(run_cmd(out, sizeof out, "umount '%s'", cmnt), 0);
+	double end = now_s() + 5 * deadline_scale();
+	while (is_mounted(cmnt, NULL, 0) && now_s() < end)
+		sleep_ms(20);
+	ck_assert(!is_mounted(cmnt, NULL, 0));
+	/* daemon gone: no process has cmnt in its command line */
+	end = now_s() + 10 * deadline_scale();
+	pid_t alive;
+	while ((alive = find_daemon_for(cmnt)) > 0 && now_s() < end)
+		sleep_ms(50);
+	ck_assert_msg(alive <= 0, "daemon (pid %d) still running after umount", alive);
+}
+END_TEST
+
+START_TEST(cli_ro_and_fsname)
+{
+	C_BEGIN();
+	struct daemon d;
+	char *a[] = { "dcfs", "-f", "-o", "ro,fsname=dcfs-clitest", cback, cmnt, NULL };
+	start_ok(&d, a);
+	char p[PATH_MAX + 16];
+	snprintf(p, sizeof p, "%s/hello", cmnt);
+	errno = 0;
+	ck_assert_int_eq(open(p, O_WRONLY), -1);
+	ck_assert_int_eq(errno, EROFS);
+	snprintf(p, sizeof p, "%s/new", cmnt);
+	errno = 0;
+	ck_assert_int_eq(mkdir(p, 0755), -1);
+	ck_assert_int_eq(errno, EROFS);
+	snprintf(p, sizeof p, "%s/hello", cmnt);
+	size_t l;
+	char *s = slurp(p, &l);
+	ck_assert_ptr_nonnull(s);
+	free(s);
+	char out[8192];
+	run_cmd(out, sizeof out, "grep -F ' %s ' /proc/self/mountinfo", cmnt);
+	ck_assert_msg(strstr(out, "dcfs-clitest"), "fsname not in mountinfo: %s", out);
+	unmount_and_expect_exit0(&d);
+}
+END_TEST
+
+/* attr_timeout=0 / entry_timeout=0: backing changes are visible at once */
+START_TEST(cli_timeouts_zero)
+{
+	C_BEGIN();
+	struct daemon d;
+	char *a[] = { "dcfs", "-f", "-o", "attr_timeout=0,entry_timeout=0", cback, cmnt, NULL };
+	start_ok(&d, a);
+	char pm[PATH_MAX + 16], pb[PATH_MAX + 16];
+	snprintf(pm, sizeof pm, "%s/hello", cmnt);
+	snprintf(pb, sizeof pb, "%s/hello", cback);
+	struct stat st;
+	ck_assert_int_eq(stat(pm, &st), 0);
+	ck_assert_int_eq(st.st_size, 6);
+	ck_assert_int_eq(write_file(pb, "changed on backing\n", 19, 0644), 0);
+	ck_assert_int_eq(stat(pm, &st), 0);
+	ck_assert_int_eq(st.st_size, 19);
+	ck_assert_int_eq(chmod(pb, 0600), 0);
+	ck_assert_int_eq(stat(pm, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 0777, 0600);
+	/* entry: file renamed away on the backing is gone at once */
+	char pb2[PATH_MAX + 16];
+	snprintf(pb2, sizeof pb2, "%s/hello2", cback);
+	ck_assert_int_eq(rename(pb, pb2), 0);
+	errno = 0;
+	ck_assert_int_eq(stat(pm, &st), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	unmount_and_expect_exit0(&d);
+}
+END_TEST
+
+static long open_rd(void *p)
+{
+	int fd = open((const char *)p, O_RDONLY);
+	return fd < 0 ? -1 : close(fd);
+}
+
+START_TEST(cli_nodefault_permissions)
+{
+	C_BEGIN();
+	char pb[PATH_MAX + 16];
+	snprintf(pb, sizeof pb, "%s/secret", cback);
+	ck_assert_int_eq(write_file(pb, "s", 1, 0600), 0);
+	struct daemon d;
+	char *a[] = { "dcfs", "-f", "-o", "allow_other,nodefault_permissions", cback, cmnt, NULL };
+	start_ok(&d, a);
+	char pm[PATH_MAX + 16];
+	snprintf(pm, sizeof pm, "%s/secret", cmnt);
+	/* without kernel-side checks the daemon must still deny (it acts as
+	 * the caller on the backing fs) */
+	struct res r = run_as(TEST_UID, TEST_GID, open_rd, pm);
+	ck_assert_msg(r.ret == -1 && r.err == EACCES,
+		      "nodefault_permissions: nobody opened root's 0600 file: %s", res_str(r));
+	r = run_as(0, 0, open_rd, pm);
+	ck_assert_int_eq(r.ret, 0);
+	unmount_and_expect_exit0(&d);
+}
+END_TEST
+
+START_TEST(cli_umount_command_and_busy)
+{
+	C_BEGIN();
+	struct daemon d;
+	char *a[] = { "dcfs", "-f", cback, cmnt, NULL };
+	start_ok(&d, a);
+	/* lazy unmount while a file is open: daemon keeps serving the fd */
+	char p[PATH_MAX + 16];
+	snprintf(p, sizeof p, "%s/hello", cmnt);
+	int fd = open(p, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	char out[512];
+	ck_assert_int_eq(run_cmd(out, sizeof out, "umount -l '%s'", cmnt), 0);
+	ck_assert(!is_mounted(cmnt, NULL, 0));
+	char b[8];
+	ck_assert_int_eq(pread(fd, b, sizeof b, 0), 6);
+	close(fd);
+	int st = daemon_wait_exit(&d, 10);
+	char *log = read_file_str(d.log);
+	ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "daemon status %#x after umount -l + close; log %s", st, log);
+	free(log);
+	daemon_kill(&d);
+	/* plain umount(8) */
+	start_ok(&d, a);
+	ck_assert_int_eq(run_cmd(out, sizeof out, "umount '%s'", cmnt), 0);
+	st = daemon_wait_exit(&d, 10);
+	ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "daemon status %#x after umount", st);
+	daemon_kill(&d);
+}
+END_TEST
+
+START_TEST(helper_mount_umount)
+{
+	C_BEGIN();
+	ck_assert_msg(g_mount_dcfs_bin && access(g_mount_dcfs_bin, X_OK) == 0,
+		      "MOUNT_DCFS_BIN not set / not executable");
+	char out[4096];
+	int rc = helper_mount(cback, cmnt, "allow_other", out, sizeof out);
+	ck_assert_msg(rc == 0, "mount -t dcfs failed (%d): %s", rc, out);
+	char fstype[256] = "";
+	ck_assert_msg(is_mounted(cmnt, fstype, sizeof fstype), "mount -t dcfs: nothing mounted");
+	ck_assert_msg(strncmp(fstype, "fuse", 4) == 0, "fstype %s", fstype);
+	char p[PATH_MAX + 16], pb[PATH_MAX + 16];
+	snprintf(p, sizeof p, "%s/via-helper", cmnt);
+	snprintf(pb, sizeof pb, "%s/via-helper", cback);
+	ck_assert_int_eq(write_file(p, "helper", 6, 0644), 0);
+	struct stat sm, sb;
+	ck_assert_int_eq(stat(p, &sm), 0);
+	ck_assert_int_eq(stat(pb, &sb), 0);
+	ck_assert_uint_eq(sm.st_ino, sb.st_ino);
+	ck_assert_int_eq(sb.st_size, 6);
+	/* allow_other passed through: nobody can read */
+	snprintf(p, sizeof p, "%s/hello", cmnt);
+	struct res r = run_as(TEST_UID, TEST_GID, open_rd, p);
+	ck_assert_msg(r.ret == 0, "allow_other via helper: nobody cannot open: %s", res_str(r));
+	rc = run_cmd(out, sizeof out, "umount '%s'", cmnt);
+	ck_assert_msg(rc == 0, "umount: %s", out);
+	ck_assert(!is_mounted(cmnt, NULL, 0));
+	double end = now_s() + 10 * deadline_scale();
+	pid_t alive;
+	while ((alive = find_daemon_for(cmnt)) > 0 && now_s() < end)
+		sleep_ms(50);
+	ck_assert_msg(alive <= 0, "daemon (pid %d) still running after umount", alive);
+}
+END_TEST
+
+START_TEST(helper_errors_and_ro)
+{
+	C_BEGIN();
+	char out[4096];
+	char nb[PATH_MAX + 16];
+	snprintf(nb, sizeof nb, "%s/nope", cbase);
+	int rc = helper_mount(nb, cmnt, "allow_other", out, sizeof out);
+	ck_assert_msg(rc != 0, "mount -t dcfs of missing backing succeeded");
+	ck_assert(!is_mounted(cmnt, NULL, 0));
+	rc = helper_mount(cback, cmnt, "no_such_option_xyz", out, sizeof out);
+	ck_assert_msg(rc != 0, "mount -t dcfs with bad option succeeded");
+	ck_assert(!is_mounted(cmnt, NULL, 0));
+	rc = helper_mount(cback, cmnt, "ro", out, sizeof out);
+	ck_assert_msg(rc == 0, "mount -t dcfs -o ro: %s", out);
+	char p[PATH_MAX + 16];
+	snprintf(p, sizeof p, "%s/hello", cmnt);
+	errno = 0;
+	ck_assert_int_eq(open(p, O_WRONLY), -1);
+	ck_assert_int_eq(errno, EROFS);
+	ck_assert_int_eq(run_cmd(out, sizeof out, "umount '%s'", cmnt), 0);
+	ck_assert(!is_mounted(cmnt, NULL, 0));
+}
+END_TEST
+
+Suite *cli_suite(void)
+{
+	Suite *s = suite_create("cli");
+	TCase *tc = tcase_create("dcfs-cli");
+	tcase_set_timeout(tc, 60 * deadline_scale());
+	tcase_add_test(tc, cli_missing_backing);
+	tcase_add_test(tc, cli_missing_mountpoint);
+	tcase_add_test(tc, cli_nonempty_mountpoint);
+	tcase_add_test(tc, cli_bad_option);
+	tcase_add_test(tc, cli_daemon_mode);
+	tcase_add_test(tc, cli_ro_and_fsname);
+	tcase_add_test(tc, cli_timeouts_zero);
+	tcase_add_test(tc, cli_nodefault_permissions);
+	tcase_add_test(tc, cli_umount_command_and_busy);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("mount-helper");
+	tcase_set_timeout(tc, 60 * deadline_scale());
+	tcase_add_test(tc, helper_mount_umount);
+	tcase_add_test(tc, helper_errors_and_ro);
+	suite_add_tcase(s, tc);
+	return s;
+}
