@@ -35,7 +35,7 @@ DAEMON_OBJS := $(patsubst fusefs/%.c,$(B)/obj/%.o,$(DAEMON_SRCS))
 
 .PHONY: all deps check check-asan install uninstall clean man-check
 
-all: $(B)/dcfs $(B)/mount.dcfs
+all: $(B)/dcfs $(B)/mount.dcfs $(B)/dcfs-io
 
 $(B)/obj/%.o: fusefs/%.c $(HEADERS) | $(B)/obj
 	$(CC) $(STD) $(WARN) $(CFLAGS) $(CPPFLAGS) $(FUSE_CFLAGS) -c -o $@ $<
@@ -45,6 +45,9 @@ $(B)/dcfs: $(DAEMON_OBJS)
 
 $(B)/mount.dcfs: fusefs/mount_dcfs.c | $(B)
 	$(CC) $(STD) $(WARN) $(CFLAGS) $(HELPER_CPPFLAGS) $(LDFLAGS) -o $@ $<
+
+$(B)/dcfs-io: tests/bench/dcfs-io.c include/dcfs_sys.h | $(B)
+	$(CC) $(STD) $(WARN) $(CFLAGS) $(CPPFLAGS) -o $@ $<
 
 $(B)/dcfs-tests: $(TEST_SRCS) $(wildcard tests/*.h) $(HEADERS) | $(B)
 	$(CC) $(STD) $(WARN) $(CFLAGS) $(CPPFLAGS) $(CHECK_CFLAGS) -o $@ $(TEST_SRCS) $(CHECK_LIBS) -pthread

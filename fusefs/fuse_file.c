@@ -10,11 +10,13 @@
  * close), which a daemon relaying them to its own backing fds cannot match.
  */
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "dcfs.h"
+#include "dcfs_io.h"
+#include "dcfs_policy.h"
 
 /*
  * O_DIRECT is not passed down: FUSE hands the daemon buffers with no
@@ -27,10 +29,11 @@ static int backing_flags(int flags)
 	return (flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_DIRECT)) | O_CLOEXEC;
 }
 
-static int file_new(struct dcfs_inode *inode, int fd, int flags,
-		    struct fuse_file_info *fi)
+static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
+		    int flags, struct fuse_file_info *fi)
 {
 	struct dcfs_file *f = calloc(1, sizeof(*f));
+	int err;
 
 	if (!f)
 		return -ENOMEM;
@@ -38,8 +41,14 @@ static int file_new(struct dcfs_inode *inode, int fd, int flags,
 	f->flags = flags;
 	f->inode = inode;
 	f->io = &io_plain;
+	pthread_mutex_init(&f->lock, NULL);
+	err = io_select(req, f, fi);
+	if (err) {
+		pthread_mutex_destroy(&f->lock);
+		free(f);
+		return err;
+	}
 	fi->fh = (uintptr_t)f;
-	fi->keep_cache = 1;
 	return 0;
 }
 
@@ -48,7 +57,14 @@ static void file_free(struct dcfs_file *f)
 	if (f->io->release)
 		f->io->release(f);
 	close(f->fd);
+	pthread_mutex_destroy(&f->lock);
 	free(f);
+}
+
+/* Read-ahead buffers of every handle of the inode are stale now. */
+static void data_changed(struct dcfs_inode *inode)
+{
+	atomic_fetch_add(&inode->data_gen, 1);
 }
 
 static void dcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -63,7 +79,7 @@ static void dcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, errno);
 		return;
 	}
-	err = file_new(inode, fd, fi->flags, fi);
+	err = file_new(req, inode, fd, fi->flags, fi);
 	if (err) {
 		close(fd);
 		fuse_reply_err(req, -err);
@@ -108,7 +124,7 @@ static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	err = inode_lookup(dir, name, &e);
 	if (err)
 		goto out_close;
-	err = file_new(dcfs_inode_of(e.ino), fd, fi->flags, fi);
+	err = file_new(req, dcfs_inode_of(e.ino), fd, fi->flags, fi);
 	if (err)
 		goto out_forget;
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
@@ -134,6 +150,7 @@ static void dcfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	(void)ino;
 	f->io->read(req, f, size, off);
+	io_account(f, off, size);
 }
 
 static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino,
@@ -144,10 +161,13 @@ static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 	ssize_t n = f->io->write(f, in, off);
 
 	(void)ino;
-	if (n < 0)
+	data_changed(f->inode);
+	if (n < 0) {
 		fuse_reply_err(req, (int)-n);
-	else
-		fuse_reply_write(req, (size_t)n);
+		return;
+	}
+	fuse_reply_write(req, (size_t)n);
+	io_account(f, off, (size_t)n);
 }
 
 /*
@@ -188,6 +208,7 @@ static void dcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 		fallocate(dcfs_file_of(fi)->fd, mode, off, len));
 
 	(void)ino;
+	data_changed(dcfs_file_of(fi)->inode);
 	fuse_reply_err(req, -err);
 }
 
@@ -214,6 +235,7 @@ static void dcfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 
 	(void)ino_in;
 	(void)ino_out;
+	data_changed(dcfs_file_of(fi_out)->inode);
 	n = copy_file_range(dcfs_file_of(fi_in)->fd, &in,
 			    dcfs_file_of(fi_out)->fd, &out, len,
 			    (unsigned int)flags);

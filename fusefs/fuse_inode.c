@@ -8,6 +8,7 @@
  * symlink of the backing tree for the caller.
  */
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -131,8 +132,10 @@ static int setattr_apply(struct dcfs_inode *inode, int fd,
 		err = setattr_mode(inode, fd, attr->st_mode);
 	if (!err && (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
 		err = setattr_owner(inode, attr, valid);
-	if (!err && (valid & FUSE_SET_ATTR_SIZE))
+	if (!err && (valid & FUSE_SET_ATTR_SIZE)) {
 		err = setattr_size(inode, fd, attr->st_size);
+		atomic_fetch_add(&inode->data_gen, 1);
+	}
 	if (!err && (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
 			      FUSE_SET_ATTR_ATIME_NOW |
 			      FUSE_SET_ATTR_MTIME_NOW)))

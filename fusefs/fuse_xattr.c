@@ -6,10 +6,98 @@
  * so symlinks report no attributes at all instead (ENOTSUP, and an empty
  * list), never those of a file the caller did not name.
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/xattr.h>
+#include <time.h>
 
-#include "dcfs.h"
+#include "dcfs_io.h"
+#include "dcfs_policy.h"
+
+/*
+ * user.dcfs.* names are answered by dcfs itself and never reach the
+ * backing files: user.dcfs.policy on a file says what an open would do
+ * with it now and why; on the mount root it names the config; and
+ * user.dcfs.stats (JSON) / user.dcfs.stats.table on the root show the
+ * counters.
+ */
+#define VIRTUAL_PREFIX "user.dcfs."
+
+static bool is_virtual(const char *name)
+{
+	return strncmp(name, VIRTUAL_PREFIX, strlen(VIRTUAL_PREFIX)) == 0;
+}
+
+static char *root_policy_text(void)
+{
+	struct dcfs_config *cfg = config_get();
+	char when[64], summary[512], *text = NULL;
+	struct tm tm;
+
+	gmtime_r(&cfg->loaded, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	config_summary(cfg, summary, sizeof(summary));
+	if (asprintf(&text, "config %s loaded %s; %s",
+		     cfg->path ? cfg->path : "(built-in defaults)", when,
+		     summary) < 0)
+		text = NULL;
+	config_put(cfg);
+	return text;
+}
+
+static char *file_policy_text(fuse_req_t req, struct dcfs_inode *inode)
+{
+	struct dcfs_decision d;
+	struct dcfs_config *cfg;
+	struct stat st;
+	char buf[256];
+
+	if (inode_stat(inode, &st) < 0 || !S_ISREG(st.st_mode))
+		return NULL;
+	policy_for_inode(req, inode, st.st_size, false, &d, &cfg);
+	decision_describe(&d, buf, sizeof(buf));
+	config_put(cfg);
+	return strdup(buf);
+}
+
+/* Returns the value (malloc'd) or NULL with *err set. */
+static char *virtual_value(fuse_req_t req, struct dcfs_inode *inode,
+			   const char *name, int *err)
+{
+	bool root = inode == &dcfs.root;
+	char *v = NULL;
+
+	*err = ENODATA;
+	if (strcmp(name, VIRTUAL_PREFIX "policy") == 0)
+		v = root ? root_policy_text() : file_policy_text(req, inode);
+	else if (root && strcmp(name, VIRTUAL_PREFIX "stats") == 0)
+		v = stats_json();
+	else if (root && strcmp(name, VIRTUAL_PREFIX "stats.table") == 0)
+		v = stats_table();
+	return v;
+}
+
+static void reply_virtual(fuse_req_t req, struct dcfs_inode *inode,
+			  const char *name, size_t size)
+{
+	int err;
+	char *v = virtual_value(req, inode, name, &err);
+	size_t len;
+
+	if (!v) {
+		fuse_reply_err(req, err);
+		return;
+	}
+	len = strlen(v);
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, v, len);
+	free(v);
+}
 
 static bool xattr_unsupported(const struct dcfs_inode *inode)
 {
@@ -34,6 +122,10 @@ static void dcfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	char path[64], *buf = NULL;
 	ssize_t n;
 
+	if (is_virtual(name)) {
+		reply_virtual(req, inode, name, size);
+		return;
+	}
 	if (xattr_unsupported(inode)) {
 		fuse_reply_err(req, ENOTSUP);
 		return;
@@ -75,6 +167,10 @@ static void dcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	char path[64];
 	int err;
 
+	if (is_virtual(name)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
 	if (xattr_unsupported(inode)) {
 		fuse_reply_err(req, ENOTSUP);
 		return;
@@ -90,6 +186,10 @@ static void dcfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	char path[64];
 	int err;
 
+	if (is_virtual(name)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
 	if (xattr_unsupported(inode)) {
 		fuse_reply_err(req, ENOTSUP);
 		return;

@@ -6,8 +6,8 @@
  */
 #include "dcfs.h"
 
-static void plain_read(fuse_req_t req, struct dcfs_file *f, size_t size,
-		       off_t off)
+void plain_read(fuse_req_t req, struct dcfs_file *f, size_t size,
+		off_t off)
 {
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
 
@@ -17,7 +17,7 @@ static void plain_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
 }
 
-static ssize_t plain_write(struct dcfs_file *f, struct fuse_bufvec *in,
+ssize_t plain_write(struct dcfs_file *f, struct fuse_bufvec *in,
 			   off_t off)
 {
 	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));

@@ -48,3 +48,13 @@ void dcfs_log(enum fuse_log_level level, const char *fmt, ...)
 	log_sink(level, fmt, ap);
 	va_end(ap);
 }
+
+bool dcfs_log_enabled(enum fuse_log_level level)
+{
+	return (int)level <= log_max_level;
+}
+
+void dcfs_log_set_level(int level)
+{
+	log_max_level = level;
+}

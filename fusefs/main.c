@@ -11,17 +11,22 @@
 #include <unistd.h>
 
 #include "dcfs.h"
+#include "dcfs_io.h"
+#include "dcfs_policy.h"
 
 struct dcfs_fs dcfs = { .root = { .fd = -1 } };
 
 static void dcfs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
-	/* Splice both ways: plain files move without a copy in the daemon. */
+	/*
+	 * Reads of cached files are spliced from the backing file to the
+	 * kernel.  Writes arrive in memory, not in a pipe: the streaming class
+	 * must hand them to pwritev2() with RWF_DONTCACHE, which splice cannot.
+	 */
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
-	if (conn->capable & FUSE_CAP_SPLICE_READ)
-		conn->want |= FUSE_CAP_SPLICE_READ;
+	conn->want &= ~FUSE_CAP_SPLICE_READ;
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
@@ -69,6 +74,37 @@ static int resolve_paths(struct dcfs_options *opt)
 	return 0;
 }
 
+/* The config is loaded and validated before anything is mounted. */
+static int load_config(void)
+{
+	struct dcfs_config *cfg;
+	char *abs;
+
+	if (!dcfs.opt.config) {
+		config_install(config_defaults());
+		return 0;
+	}
+	/* Reloads happen after the daemon's chdir("/"). */
+	abs = realpath(dcfs.opt.config, NULL);
+	if (abs) {
+		free(dcfs.opt.config);
+		dcfs.opt.config = abs;
+	}
+	if (config_load_or_report(dcfs.opt.config, &cfg) < 0)
+		return -EINVAL;
+	config_install(cfg);
+	return 0;
+}
+
+static void apply_config_log_level(void)
+{
+	struct dcfs_config *cfg = config_get();
+
+	if (cfg->log_level >= 0 && !dcfs.opt.debug)
+		dcfs_log_set_level(cfg->log_level);
+	config_put(cfg);
+}
+
 static int serve(struct fuse_session *se)
 {
 	struct fuse_loop_config *cfg;
@@ -81,6 +117,9 @@ static int serve(struct fuse_session *se)
 		return -ENOMEM;
 	fuse_loop_cfg_set_clone_fd(cfg, (unsigned int)dcfs.opt.clone_fd);
 	fuse_loop_cfg_set_max_threads(cfg, (unsigned int)dcfs.opt.max_threads);
+	if (dcfs.opt.max_idle_threads >= 0)
+		fuse_loop_cfg_set_idle_threads(cfg,
+					       (unsigned int)dcfs.opt.max_idle_threads);
 	ret = fuse_session_loop_mt(se, cfg);
 	fuse_loop_cfg_destroy(cfg);
 	return ret;
@@ -104,9 +143,15 @@ static int run(struct fuse_args *args)
 	if (fuse_session_mount(se, dcfs.opt.mountpoint) != 0)
 		goto out_signals;
 	dcfs_log_init(dcfs.opt.foreground, dcfs.opt.debug);
+	apply_config_log_level();
 	if (fuse_daemonize(dcfs.opt.foreground) != 0)
 		goto out_unmount;
+	/* Threads only after fuse_daemonize(): they would not survive its fork. */
+	if (reload_start() < 0 || notify_start(se) < 0)
+		goto out_unmount;
 	ret = serve(se) ? 1 : 0;
+	notify_stop();
+	reload_stop();
 out_unmount:
 	fuse_session_unmount(se);
 out_signals:
@@ -121,6 +166,10 @@ int main(int argc, char *argv[])
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	int err, ret;
 
+	if (argc >= 2 && strcmp(argv[1], "--check-config") == 0)
+		return cmd_check_config(argc, argv);
+	if (argc >= 2 && strcmp(argv[1], "stat") == 0)
+		return cmd_stat(argc, argv);
 	dcfs_log_init(true, 0);
 	if (options_parse(&args, &dcfs.opt) < 0)
 		return 1;
@@ -133,7 +182,8 @@ int main(int argc, char *argv[])
 		       fuse_pkgversion());
 		return 0;
 	}
-	if (options_validate(&dcfs.opt) < 0 || resolve_paths(&dcfs.opt) < 0)
+	if (options_validate(&dcfs.opt) < 0 || resolve_paths(&dcfs.opt) < 0 ||
+	    load_config() < 0)
 		return 1;
 	dcfs.privileged = geteuid() == 0;
 	/* Modes arrive with the caller's umask already applied. */

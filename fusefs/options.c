@@ -23,6 +23,7 @@ static const struct fuse_opt dcfs_opts[] = {
 	DCFS_OPT("nonempty", nonempty, 1),
 	DCFS_OPT("nodefault_permissions", nodefault_permissions, 1),
 	DCFS_OPT("max_threads=%d", max_threads, 0),
+	DCFS_OPT("max_idle_threads=%d", max_idle_threads, 0),
 	DCFS_OPT("clone_fd", clone_fd, 1),
 	DCFS_OPT("-s", singlethread, 1),
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
@@ -89,6 +90,7 @@ int options_parse(struct fuse_args *args, struct dcfs_options *opt)
 	opt->attr_timeout = 1.0;
 	opt->entry_timeout = 1.0;
 	opt->max_threads = 10;
+	opt->max_idle_threads = -1;
 	if (fuse_opt_parse(args, opt, dcfs_opts, opt_proc) < 0)
 		return -EINVAL;
 	return 0;
@@ -110,6 +112,7 @@ void options_usage(const char *prog)
 	       "    -o nonempty            allow a non-empty mount point\n"
 	       "    -o nodefault_permissions  do not let the kernel check permissions\n"
 	       "    -o max_threads=N       worker threads (10)\n"
+	       "    -o max_idle_threads=N  idle workers kept (-1: all)\n"
 	       "    -o clone_fd            one /dev/fuse fd per thread\n"
 	       "    -o allow_other, ro, fsname=..., and the other FUSE mount\n"
 	       "       options of mount.fuse3(8)\n",

@@ -33,6 +33,8 @@ struct dcfs_inode {
 	ino_t ino;
 	mode_t type; /* S_IFMT bits; fixed for the inode's life */
 	uint64_t nlookup; /* protected by table lock */
+	/* Bumped by every change of the data through the mount. */
+	_Atomic uint64_t data_gen;
 };
 
 struct dcfs_file;
@@ -49,12 +51,42 @@ struct dcfs_io {
 	void (*release)(struct dcfs_file *f);
 };
 
+struct probe;
+
 struct dcfs_file {
 	int fd; /* backing fd opened with the caller's flags */
 	int flags;
 	struct dcfs_inode *inode;
 	const struct dcfs_io *io;
-	void *io_state; /* strategy-private */
+	pthread_mutex_t lock; /* the fields below */
+
+	int policy;	    /* enum dcfs_policy decided at open */
+	int target;	    /* policy to switch to once switch_after is met */
+	bool read_uncached; /* current behaviour of the backing I/O */
+	bool write_uncached;
+	bool was_resident;  /* the file had cached pages at open */
+	bool fadv_random;
+	uint64_t switch_after; /* 0: no switch pending */
+	off_t seq_next;	    /* sequential stream tracking */
+	uint64_t seq_run;
+	off_t seq_start;
+	off_t inval_done; /* FUSE cache of this stream dropped up to here */
+	uint64_t window;
+	struct probe *probe;
+
+	/* read-ahead buffer (uncached reads) */
+	char *ra_buf;
+	size_t ra_cap;
+	off_t ra_off;
+	size_t ra_len;
+	uint64_t ra_gen;
+
+	/* fallback write-behind and residency protection */
+	off_t wb_lo, wb_hi;	  /* written, writeback not started */
+	off_t wb_prev_lo, wb_prev_hi; /* writeback started, not yet dropped */
+	struct range { off_t lo, hi; } prot[16];
+	unsigned int nprot;
+	bool prot_all; /* too many pre-resident ranges: drop nothing */
 };
 
 struct dcfs_options {
@@ -66,6 +98,7 @@ struct dcfs_options {
 	int nonempty;
 	int nodefault_permissions;
 	int max_threads;
+	int max_idle_threads;
 	int clone_fd;
 	int foreground;
 	int debug;
@@ -111,6 +144,8 @@ static inline struct dcfs_file *dcfs_file_of(struct fuse_file_info *fi)
 void dcfs_log_init(bool foreground, int debug);
 void dcfs_log(enum fuse_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+bool dcfs_log_enabled(enum fuse_log_level level);
+void dcfs_log_set_level(int level);
 #define log_err(...) dcfs_log(FUSE_LOG_ERR, __VA_ARGS__)
 #define log_warn(...) dcfs_log(FUSE_LOG_WARNING, __VA_ARGS__)
 #define log_info(...) dcfs_log(FUSE_LOG_INFO, __VA_ARGS__)
@@ -135,8 +170,23 @@ void fuse_xattr_ops(struct fuse_lowlevel_ops *ops);
 int creds_chown_to_caller(fuse_req_t req, int dirfd, const char *name,
 			  struct dcfs_inode *parent, mode_t mode);
 
-/* io_plain.c */
+/* io_plain.c, io_stream.c, io_select.c */
 extern const struct dcfs_io io_plain;
+extern const struct dcfs_io io_stream;
+void plain_read(fuse_req_t req, struct dcfs_file *f, size_t size, off_t off);
+ssize_t plain_write(struct dcfs_file *f, struct fuse_bufvec *in, off_t off);
+int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi);
+void io_account(struct dcfs_file *f, off_t off, size_t n);
+int file_backing_path(const struct dcfs_inode *inode, char *buf, size_t size);
+int caller_comm(fuse_req_t req, char comm[16]);
+
+/* cli.c, reload.c */
+struct dcfs_config;
+int config_load_or_report(const char *path, struct dcfs_config **out);
+int cmd_check_config(int argc, char *argv[]);
+int cmd_stat(int argc, char *argv[]);
+int reload_start(void);
+void reload_stop(void);
 
 /* options.c */
 int options_parse(struct fuse_args *args, struct dcfs_options *opt);

@@ -917,32 +917,50 @@ void test_begin(const char *name)
 }
 
 /* ---- global init / cleanup --------------------------------------------- */
-/* lazily unmount everything below g_tmpdir (deepest / latest first) */
+/* Lazily unmount everything below g_tmpdir, latest first. Only uses
+ * async-signal-safe calls (open/read/umount2), so the signal handler can
+ * use it too. */
+static char sweep_buf[1 << 18];
 static void sweep_mounts(void)
 {
 	if (!g_tmpdir[0])
 		return;
-	char *mps[256];
-	int n = 0;
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
-		return;
-	char *line = NULL;
-	size_t cap = 0;
-	size_t tl = strlen(g_tmpdir);
-	while (getline(&line, &cap, f) > 0 && n < 256) {
-		char mp[PATH_MAX];
-		if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
-			continue;
-		if (strncmp(mp, g_tmpdir, tl) == 0 && mp[tl] == '/')
-			mps[n++] = strdup(mp);
-	}
-	free(line);
-	fclose(f);
-	for (int i = n - 1; i >= 0; i--) {
-		if (umount2(mps[i], 0) < 0)
-			umount2(mps[i], MNT_DETACH);
-		free(mps[i]);
+	for (int pass = 0; pass < 64; pass++) {
+		int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return;
+		size_t n = 0;
+		ssize_t r;
+		while (n < sizeof sweep_buf - 1 &&
+		       (r = read(fd, sweep_buf + n, sizeof sweep_buf - 1 - n)) > 0)
+			n += (size_t)r;
+		close(fd);
+		sweep_buf[n] = 0;
+		size_t tl = strlen(g_tmpdir);
+		char *last = NULL;
+		for (char *line = sweep_buf; line && *line;) {
+			char *nl = strchr(line, '\n');
+			if (nl)
+				*nl = 0;
+			char *f = line;
+			for (int i = 0; i < 4 && f; i++) {
+				f = strchr(f, ' ');
+				if (f)
+					f++;
+			}
+			if (f) {
+				char *e = strchr(f, ' ');
+				if (e)
+					*e = 0;
+				if (strncmp(f, g_tmpdir, tl) == 0 && f[tl] == '/')
+					last = f;
+			}
+			line = nl ? nl + 1 : NULL;
+		}
+		if (!last)
+			return;
+		if (umount2(last, 0) < 0)
+			umount2(last, MNT_DETACH);
 	}
 }
 
@@ -953,14 +971,13 @@ static void cleanup_impl(int from_signal)
 		for (int i = 0; i < MAXREG; i++)
 			if (reg_pids[i] > 0)
 				kill(reg_pids[i], SIGKILL);
+	sweep_mounts();
 	for (int i = reg_nmounts - 1; i >= 0; i--) {
 		if (!from_signal && !is_mounted(reg_mounts[i], NULL, 0))
 			continue;
 		if (umount2(reg_mounts[i], 0) < 0)
 			umount2(reg_mounts[i], MNT_DETACH);
 	}
-	if (!from_signal)
-		sweep_mounts();
 	if (!from_signal)
 		for (int i = 0; i < MAXREG; i++)
 			if (reg_pids[i] > 0) {
@@ -1023,11 +1040,12 @@ int harness_verify_clean(void)
 			bad = 1;
 		}
 	}
-	for (int i = 0; i < reg_nmounts; i++)
-		if (is_mounted(reg_mounts[i], NULL, 0)) {
-			fprintf(stderr, "FAIL: leftover mount %s\n", reg_mounts[i]);
-			bad = 1;
-		}
+	char out[8192] = "";
+	run_cmd(out, sizeof out, "grep -F ' %s/' /proc/self/mountinfo", g_tmpdir);
+	if (out[0]) {
+		fprintf(stderr, "FAIL: leftover mount(s):\n%s", out);
+		bad = 1;
+	}
 	return bad ? -1 : 0;
 }
 

@@ -1,0 +1,800 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * dcfs.conf parser and validator.
+ *
+ * inih does the INI lexing (sections, key = value, comments).  It is fed
+ * through our own line reader, which counts lines (so every message can
+ * say FILE:LINE), rejects lines inih would silently mangle (too long, NUL
+ * bytes, malformed section headers, lines without '='), and opens
+ * sections itself, so even an empty duplicate section is caught.
+ *
+ * Nothing here touches the running daemon: a parse produces a complete new
+ * struct dcfs_config or errors, never half of one.
+ */
+#include <ctype.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "dcfs.h"
+#include "dcfs_policy.h"
+
+#define MAX_LINE 4096
+#define MAX_ERRORS 100
+#define COMM_MAX 15 /* TASK_COMM_LEN - 1 */
+
+enum section { SEC_NONE, SEC_GLOBAL, SEC_CLASS, SEC_DIR, SEC_PROCESS, SEC_BAD };
+
+/* A class name used in a [dir] before the class may have been defined. */
+struct pending_map {
+	size_t dir_idx;
+	char *class_name;
+	enum dcfs_policy policy;
+	int line;
+};
+
+struct parse_state {
+	const char *file;
+	FILE *fp;
+	int lineno;
+	char *buf;
+	size_t cap;
+	struct dcfs_config *cfg;
+	struct cfg_errors *errs;
+	enum section sec;
+	size_t idx; /* index of the current class/dir/process */
+	bool global_seen;
+	char **keys; /* keys seen in the current section */
+	size_t n_keys;
+	struct pending_map *pending;
+	size_t n_pending;
+};
+
+static const char *const policy_names[] = {
+	[POLICY_UNSET] = "unset",
+	[POLICY_CACHE] = "cache",
+	[POLICY_DONTCACHE] = "dontcache",
+	[POLICY_DONTCACHE_READ] = "dontcache-read",
+	[POLICY_DONTCACHE_WRITE] = "dontcache-write",
+	[POLICY_AUTO] = "auto",
+};
+
+const char *policy_name(enum dcfs_policy p)
+{
+	return policy_names[p];
+}
+
+int policy_parse(const char *s, enum dcfs_policy *out)
+{
+	for (int p = POLICY_CACHE; p <= POLICY_AUTO; p++) {
+		if (strcasecmp(s, policy_names[p]) == 0) {
+			*out = (enum dcfs_policy)p;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* "123", "64K", "16M", "16MiB", "1G", "2T" (powers of 1024). */
+int size_parse(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	unsigned int shift = 0;
+	char *end;
+
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (toupper((unsigned char)*end)) {
+	case 'K': shift = 10; end++; break;
+	case 'M': shift = 20; end++; break;
+	case 'G': shift = 30; end++; break;
+	case 'T': shift = 40; end++; break;
+	case 'B': end++; break;
+	default: break;
+	}
+	if (shift && (strcasecmp(end, "iB") == 0 || strcasecmp(end, "B") == 0))
+		end += strlen(end);
+	if (*end != '\0')
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	if ((v << shift) > INT64_MAX)
+		return -ERANGE;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static __attribute__((format(printf, 3, 4))) void
+error_at(struct parse_state *ps, int line, const char *fmt, ...)
+{
+	char msg[512], *full;
+	va_list ap;
+	char **grown;
+	int *lines, ret;
+	size_t i;
+
+	if (ps->errs->n >= MAX_ERRORS)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (line > 0)
+		ret = asprintf(&full, "%s:%d: %s", ps->file, line, msg);
+	else
+		ret = asprintf(&full, "%s: %s", ps->file, msg);
+	if (ret < 0)
+		return;
+	grown = realloc(ps->errs->msgs, (ps->errs->n + 1) * sizeof(*grown));
+	lines = realloc(ps->errs->lines, (ps->errs->n + 1) * sizeof(*lines));
+	if (grown)
+		ps->errs->msgs = grown;
+	if (lines)
+		ps->errs->lines = lines;
+	if (!grown || !lines) {
+		free(full);
+		return;
+	}
+	/* Keep file order: checks made after parsing report earlier lines. */
+	i = ps->errs->n++;
+	for (; i > 0 && lines[i - 1] > line; i--) {
+		grown[i] = grown[i - 1];
+		lines[i] = lines[i - 1];
+	}
+	grown[i] = full;
+	lines[i] = line;
+}
+
+/* Grows an array by one zeroed element; returns it or NULL. */
+static void *array_push(void *arrp, size_t *n, size_t elsize)
+{
+	void **arr = arrp;
+	char *p = realloc(*arr, (*n + 1) * elsize);
+
+	if (!p)
+		return NULL;
+	*arr = p;
+	memset(p + *n * elsize, 0, elsize);
+	return p + (*n)++ * elsize;
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+static void forget_keys(struct parse_state *ps)
+{
+	for (size_t i = 0; i < ps->n_keys; i++)
+		free(ps->keys[i]);
+	free(ps->keys);
+	ps->keys = NULL;
+	ps->n_keys = 0;
+}
+
+static bool key_seen_before(struct parse_state *ps, const char *key)
+{
+	char **slot;
+
+	for (size_t i = 0; i < ps->n_keys; i++)
+		if (strcasecmp(ps->keys[i], key) == 0)
+			return true;
+	slot = array_push(&ps->keys, &ps->n_keys, sizeof(*slot));
+	if (slot)
+		*slot = strdup(key);
+	return false;
+}
+
+static bool valid_name(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-')
+			return false;
+	return true;
+}
+
+/* "/a//b/" -> "/a/b"; rejects relative paths, "." and ".." components. */
+static int normalize_dir(const char *in, char **out)
+{
+	char *res = malloc(strlen(in) + 2), *w = res;
+	const char *p = in;
+
+	if (!res)
+		return -ENOMEM;
+	if (*p != '/') {
+		free(res);
+		return -EINVAL;
+	}
+	while (*p) {
+		const char *start;
+		size_t len;
+
+		while (*p == '/')
+			p++;
+		start = p;
+		while (*p && *p != '/')
+			p++;
+		len = (size_t)(p - start);
+		if (!len)
+			continue;
+		if ((len == 1 && start[0] == '.') ||
+		    (len == 2 && start[0] == '.' && start[1] == '.')) {
+			free(res);
+			return -EINVAL;
+		}
+		*w++ = '/';
+		memcpy(w, start, len);
+		w += len;
+	}
+	if (w == res)
+		*w++ = '/';
+	*w = '\0';
+	*out = res;
+	return 0;
+}
+
+static void begin_class(struct parse_state *ps, const char *name)
+{
+	struct dcfs_config *cfg = ps->cfg;
+	struct cfg_class *c;
+
+	if (!valid_name(name)) {
+		error_at(ps, ps->lineno, "bad class name '%s' (letters, digits, '-', '_')", name);
+		return;
+	}
+	if (!strcasecmp(name, "policy") || !strcasecmp(name, "default") ||
+	    !strcasecmp(name, "min_size")) {
+		error_at(ps, ps->lineno, "class name '%s' is a reserved key", name);
+		return;
+	}
+	for (size_t i = 0; i < cfg->n_classes; i++) {
+		if (strcasecmp(cfg->classes[i].name, name) == 0) {
+			error_at(ps, ps->lineno, "duplicate section [class %s] (first at line %d)",
+				 name, cfg->classes[i].line);
+			return;
+		}
+	}
+	c = array_push(&cfg->classes, &cfg->n_classes, sizeof(*c));
+	if (!c)
+		return;
+	c->name = strdup(name);
+	c->line = ps->lineno;
+	ps->sec = SEC_CLASS;
+	ps->idx = cfg->n_classes - 1;
+}
+
+static void begin_dir(struct parse_state *ps, const char *path)
+{
+	struct dcfs_config *cfg = ps->cfg;
+	struct cfg_dir *d;
+	char *norm;
+
+	if (normalize_dir(path, &norm) < 0) {
+		error_at(ps, ps->lineno,
+			 "bad directory '%s': must be absolute under the mount root, without . or ..",
+			 path);
+		return;
+	}
+	for (size_t i = 0; i < cfg->n_dirs; i++) {
+		if (strcmp(cfg->dirs[i].path, norm) == 0) {
+			error_at(ps, ps->lineno, "duplicate section [dir %s] (first at line %d)",
+				 norm, cfg->dirs[i].line);
+			free(norm);
+			return;
+		}
+	}
+	d = array_push(&cfg->dirs, &cfg->n_dirs, sizeof(*d));
+	if (!d) {
+		free(norm);
+		return;
+	}
+	d->path = norm;
+	d->len = strlen(norm);
+	d->min_size = -1;
+	d->line = ps->lineno;
+	ps->sec = SEC_DIR;
+	ps->idx = cfg->n_dirs - 1;
+}
+
+static void begin_process(struct parse_state *ps, const char *comm)
+{
+	struct dcfs_config *cfg = ps->cfg;
+	struct cfg_process *p;
+
+	if (!*comm || strlen(comm) > COMM_MAX || strchr(comm, '/')) {
+		error_at(ps, ps->lineno,
+			 "bad process name '%s': a command name (comm) of 1 to %d characters",
+			 comm, COMM_MAX);
+		return;
+	}
+	for (size_t i = 0; i < cfg->n_procs; i++) {
+		if (strcmp(cfg->procs[i].comm, comm) == 0) {
+			error_at(ps, ps->lineno, "duplicate section [process %s] (first at line %d)",
+				 comm, cfg->procs[i].line);
+			return;
+		}
+	}
+	p = array_push(&cfg->procs, &cfg->n_procs, sizeof(*p));
+	if (!p)
+		return;
+	p->comm = strdup(comm);
+	p->line = ps->lineno;
+	ps->sec = SEC_PROCESS;
+	ps->idx = cfg->n_procs - 1;
+}
+
+static void begin_section(struct parse_state *ps, char *name)
+{
+	char *arg = name + strcspn(name, " \t");
+
+	forget_keys(ps);
+	ps->sec = SEC_BAD;
+	if (*arg)
+		*arg++ = '\0';
+	arg = trim(arg);
+	if (strcmp(name, "global") == 0 && !*arg) {
+		if (ps->global_seen) {
+			error_at(ps, ps->lineno, "duplicate section [global]");
+			return;
+		}
+		ps->global_seen = true;
+		ps->sec = SEC_GLOBAL;
+	} else if (strcmp(name, "class") == 0 && *arg) {
+		begin_class(ps, arg);
+	} else if (strcmp(name, "dir") == 0 && *arg) {
+		begin_dir(ps, arg);
+	} else if (strcmp(name, "process") == 0 && *arg) {
+		begin_process(ps, arg);
+	} else {
+		error_at(ps, ps->lineno,
+			 "unknown section [%s%s%s] (expected [global], [class NAME], [dir PATH] or [process NAME])",
+			 name, *arg ? " " : "", arg);
+	}
+}
+
+/* Lines inih would accept but mean something else are errors here. */
+static bool check_line(struct parse_state *ps, char *line)
+{
+	char *s = trim(line), *close;
+
+	if (*s == '\0' || *s == '#' || *s == ';')
+		return true;
+	if (*s == '[') {
+		close = strchr(s, ']');
+		if (!close || (*trim(close + 1) && !strchr("#;", *trim(close + 1)))) {
+			error_at(ps, ps->lineno, "malformed section header");
+			return false;
+		}
+		*close = '\0';
+		begin_section(ps, trim(s + 1));
+		return true;
+	}
+	if (!strchr(s, '=')) {
+		error_at(ps, ps->lineno, "expected 'key = value'");
+		return false;
+	}
+	if (ps->sec == SEC_NONE) {
+		error_at(ps, ps->lineno, "key outside of any section");
+		return false;
+	}
+	return true;
+}
+
+static char *read_line(char *str, int num, void *stream)
+{
+	struct parse_state *ps = stream;
+	ssize_t n = getline(&ps->buf, &ps->cap, ps->fp);
+	char check[MAX_LINE];
+
+	if (n < 0)
+		return NULL;
+	ps->lineno++;
+	if (memchr(ps->buf, '\0', (size_t)n)) {
+		error_at(ps, ps->lineno, "NUL byte in line");
+		goto skip;
+	}
+	if (n >= num - 2 || n >= MAX_LINE - 1) {
+		error_at(ps, ps->lineno, "line longer than %d characters", num - 3);
+		goto skip;
+	}
+	memcpy(str, ps->buf, (size_t)n + 1);
+	memcpy(check, ps->buf, (size_t)n + 1);
+	if (!check_line(ps, check))
+		goto skip;
+	/* Section headers are handled above; inih need not see them. */
+	if (*trim(check) == '\0' && strchr(str, '['))
+		goto skip;
+	return str;
+skip:
+	/* A blank line keeps inih's line count in step with ours. */
+	strcpy(str, "\n");
+	return str;
+}
+
+static void set_policy(struct parse_state *ps, const char *value,
+		       enum dcfs_policy *slot, int *line_slot)
+{
+	if (policy_parse(value, slot) < 0) {
+		error_at(ps, ps->lineno,
+			 "bad policy '%s' (expected cache, dontcache, dontcache-read, dontcache-write or auto)",
+			 value);
+		return;
+	}
+	if (line_slot)
+		*line_slot = ps->lineno;
+}
+
+static bool set_size(struct parse_state *ps, const char *key,
+		     const char *value, uint64_t *slot)
+{
+	int err = size_parse(value, slot);
+
+	if (err == -ERANGE)
+		error_at(ps, ps->lineno, "%s: size '%s' is too large", key, value);
+	else if (err)
+		error_at(ps, ps->lineno,
+			 "%s: bad size '%s' (a number with an optional K, M, G or T suffix)",
+			 key, value);
+	return err == 0;
+}
+
+static int parse_log_level(const char *s)
+{
+	static const char *const names[] = { "error", "warning", "info", "debug" };
+	static const int levels[] = { FUSE_LOG_ERR, FUSE_LOG_WARNING,
+				      FUSE_LOG_INFO, FUSE_LOG_DEBUG };
+
+	for (size_t i = 0; i < 4; i++)
+		if (strcasecmp(s, names[i]) == 0)
+			return levels[i];
+	return -1;
+}
+
+static void global_key(struct parse_state *ps, const char *key,
+		       const char *value)
+{
+	struct dcfs_config *cfg = ps->cfg;
+	uint64_t v;
+
+	if (!strcasecmp(key, "default") || !strcasecmp(key, "policy")) {
+		set_policy(ps, value, &cfg->default_policy, NULL);
+	} else if (!strcasecmp(key, "min_size")) {
+		if (set_size(ps, key, value, &v))
+			cfg->min_size = (int64_t)v;
+	} else if (!strcasecmp(key, "auto_threshold")) {
+		if (set_size(ps, key, value, &v) && v == 0)
+			error_at(ps, ps->lineno, "auto_threshold must be greater than 0");
+		else if (v)
+			cfg->auto_threshold = v;
+	} else if (!strcasecmp(key, "window")) {
+		if (set_size(ps, key, value, &v) && (v < 65536 || v > (1ULL << 30)))
+			error_at(ps, ps->lineno, "window must be between 64K and 1G");
+		else
+			cfg->window = v;
+	} else if (!strcasecmp(key, "readahead")) {
+		if (set_size(ps, key, value, &v) && v > (16ULL << 20))
+			error_at(ps, ps->lineno, "readahead must be at most 16M (0 turns it off)");
+		else
+			cfg->readahead = v;
+	} else if (!strcasecmp(key, "log_level")) {
+		cfg->log_level = parse_log_level(value);
+		if (cfg->log_level < 0)
+			error_at(ps, ps->lineno,
+				 "bad log_level '%s' (expected error, warning, info or debug)",
+				 value);
+	} else {
+		error_at(ps, ps->lineno, "unknown key '%s' in [global]", key);
+	}
+}
+
+static void add_extensions(struct parse_state *ps, struct cfg_class *c,
+			   const char *value)
+{
+	char *copy = strdup(value), *save = NULL, *tok;
+
+	for (tok = strtok_r(copy, " \t,", &save); tok;
+	     tok = strtok_r(NULL, " \t,", &save)) {
+		char **slot;
+
+		if (*tok == '.')
+			tok++;
+		if (!*tok || strchr(tok, '/') || strchr(tok, '.')) {
+			error_at(ps, ps->lineno, "bad extension '%s'", tok);
+			continue;
+		}
+		for (char *p = tok; *p; p++)
+			*p = (char)tolower((unsigned char)*p);
+		slot = array_push(&c->exts, &c->n_exts, sizeof(*slot));
+		if (slot)
+			*slot = strdup(tok);
+	}
+	free(copy);
+}
+
+static void class_key(struct parse_state *ps, const char *key,
+		      const char *value)
+{
+	struct cfg_class *c = &ps->cfg->classes[ps->idx];
+
+	if (!strcasecmp(key, "extensions"))
+		add_extensions(ps, c, value);
+	else if (!strcasecmp(key, "policy"))
+		set_policy(ps, value, &c->policy, &c->policy_line);
+	else
+		error_at(ps, ps->lineno,
+			 "unknown key '%s' in [class %s] (expected extensions or policy)",
+			 key, c->name);
+}
+
+static void dir_key(struct parse_state *ps, const char *key, const char *value)
+{
+	struct cfg_dir *d = &ps->cfg->dirs[ps->idx];
+	struct pending_map *pm;
+	uint64_t v;
+
+	if (!strcasecmp(key, "policy") || !strcasecmp(key, "default")) {
+		set_policy(ps, value, &d->policy, &d->policy_line);
+	} else if (!strcasecmp(key, "min_size")) {
+		if (set_size(ps, key, value, &v)) {
+			d->min_size = (int64_t)v;
+			d->min_size_line = ps->lineno;
+		}
+	} else {
+		enum dcfs_policy p;
+
+		if (policy_parse(value, &p) < 0) {
+			set_policy(ps, value, &p, NULL);
+			return;
+		}
+		/* Class names are resolved once the whole file is read. */
+		pm = array_push(&ps->pending, &ps->n_pending, sizeof(*pm));
+		if (!pm)
+			return;
+		pm->dir_idx = ps->idx;
+		pm->class_name = strdup(key);
+		pm->policy = p;
+		pm->line = ps->lineno;
+	}
+}
+
+static void process_key(struct parse_state *ps, const char *key,
+			const char *value)
+{
+	struct cfg_process *p = &ps->cfg->procs[ps->idx];
+
+	if (!strcasecmp(key, "policy"))
+		set_policy(ps, value, &p->policy, NULL);
+	else
+		error_at(ps, ps->lineno,
+			 "unknown key '%s' in [process %s] (expected policy)",
+			 key, p->comm);
+}
+
+static int on_key(void *user, const char *section, const char *key,
+		  const char *value)
+{
+	struct parse_state *ps = user;
+
+	(void)section;
+	if (ps->sec != SEC_BAD && key_seen_before(ps, key)) {
+		error_at(ps, ps->lineno, "duplicate key '%s'", key);
+		return 1;
+	}
+	if (ps->sec != SEC_BAD && !*value) {
+		error_at(ps, ps->lineno, "key '%s' has no value", key);
+		return 1;
+	}
+	switch (ps->sec) {
+	case SEC_GLOBAL: global_key(ps, key, value); break;
+	case SEC_CLASS: class_key(ps, key, value); break;
+	case SEC_DIR: dir_key(ps, key, value); break;
+	case SEC_PROCESS: process_key(ps, key, value); break;
+	default: break; /* errors were reported at the header */
+	}
+	/* Always go on: every problem of the file is reported in one run. */
+	return 1;
+}
+
+static ssize_t class_index(const struct dcfs_config *cfg, const char *name)
+{
+	for (size_t i = 0; i < cfg->n_classes; i++)
+		if (strcasecmp(cfg->classes[i].name, name) == 0)
+			return (ssize_t)i;
+	return -1;
+}
+
+static void resolve_class_maps(struct parse_state *ps)
+{
+	for (size_t i = 0; i < ps->n_pending; i++) {
+		struct pending_map *pm = &ps->pending[i];
+		struct cfg_dir *d = &ps->cfg->dirs[pm->dir_idx];
+		ssize_t ci = class_index(ps->cfg, pm->class_name);
+		struct cfg_class_map *m;
+
+		if (ci < 0) {
+			error_at(ps, pm->line,
+				 "unknown key '%s' in [dir %s] (not policy, min_size or a class name)",
+				 pm->class_name, d->path);
+			continue;
+		}
+		m = array_push(&d->maps, &d->n_maps, sizeof(*m));
+		if (m) {
+			m->class_idx = (size_t)ci;
+			m->policy = pm->policy;
+			m->line = pm->line;
+		}
+	}
+}
+
+/* One extension in two classes would make the class of a file ambiguous. */
+static void check_classes(struct parse_state *ps)
+{
+	struct dcfs_config *cfg = ps->cfg;
+
+	for (size_t i = 0; i < cfg->n_classes; i++) {
+		struct cfg_class *c = &cfg->classes[i];
+
+		if (!c->n_exts)
+			error_at(ps, c->line, "[class %s] has no extensions", c->name);
+		for (size_t e = 0; e < c->n_exts; e++) {
+			for (size_t j = 0; j <= i; j++) {
+				struct cfg_class *o = &cfg->classes[j];
+				size_t lim = j == i ? e : o->n_exts;
+
+				for (size_t f = 0; f < lim; f++) {
+					if (strcmp(o->exts[f], c->exts[e]))
+						continue;
+					error_at(ps, c->line,
+						 "extension '%s' of [class %s] is already in [class %s] (line %d)",
+						 c->exts[e], c->name, o->name, o->line);
+				}
+			}
+		}
+	}
+	for (size_t i = 0; i < cfg->n_procs; i++)
+		if (cfg->procs[i].policy == POLICY_UNSET)
+			error_at(ps, cfg->procs[i].line,
+				 "[process %s] has no policy", cfg->procs[i].comm);
+}
+
+struct dcfs_config *config_defaults(void)
+{
+	struct dcfs_config *cfg = calloc(1, sizeof(*cfg));
+
+	if (!cfg)
+		return NULL;
+	cfg->default_policy = POLICY_CACHE;
+	cfg->min_size = 0;
+	cfg->auto_threshold = 64ULL << 20;
+	cfg->window = 8ULL << 20;
+	cfg->readahead = 1ULL << 20;
+	cfg->log_level = -1;
+	cfg->loaded = time(NULL);
+	return cfg;
+}
+
+static void parse_state_free(struct parse_state *ps)
+{
+	forget_keys(ps);
+	for (size_t i = 0; i < ps->n_pending; i++)
+		free(ps->pending[i].class_name);
+	free(ps->pending);
+	free(ps->buf);
+}
+
+int config_load_stream(const char *name, FILE *fp, struct dcfs_config **out,
+		       struct cfg_errors *errs)
+{
+	struct parse_state ps = { .file = name, .fp = fp, .errs = errs };
+	int ret;
+
+	ps.cfg = config_defaults();
+	if (!ps.cfg)
+		return -ENOMEM;
+	ps.cfg->path = strdup(name);
+	/* Continuation lines would hide mistakes; ';' and '#' start comments. */
+	ini_allow_multiline = false;
+	ini_inline_comment_prefixes = ";#";
+	ini_max_line = MAX_LINE;
+	ini_use_stack = false;
+	ret = ini_parse_stream(read_line, &ps, on_key, &ps);
+	if (ret == -1 || ferror(fp))
+		error_at(&ps, ps.lineno, "read error");
+	else if (ret == -2)
+		error_at(&ps, ps.lineno, "out of memory");
+	else if (ret > 0 && errs->n == 0)
+		error_at(&ps, ret, "syntax error");
+	resolve_class_maps(&ps);
+	check_classes(&ps);
+	parse_state_free(&ps);
+	if (errs->n) {
+		config_free(ps.cfg);
+		return -EINVAL;
+	}
+	*out = ps.cfg;
+	return 0;
+}
+
+int config_load(const char *path, struct dcfs_config **out,
+		struct cfg_errors *errs)
+{
+	struct parse_state ps = { .file = path, .errs = errs };
+	FILE *fp = fopen(path, "re");
+	int ret;
+
+	if (!fp) {
+		error_at(&ps, 0, "cannot read: %s", strerror(errno));
+		return -errno;
+	}
+	ret = config_load_stream(path, fp, out, errs);
+	fclose(fp);
+	return ret;
+}
+
+void config_free(struct dcfs_config *cfg)
+{
+	if (!cfg)
+		return;
+	for (size_t i = 0; i < cfg->n_classes; i++) {
+		for (size_t e = 0; e < cfg->classes[i].n_exts; e++)
+			free(cfg->classes[i].exts[e]);
+		free(cfg->classes[i].exts);
+		free(cfg->classes[i].name);
+	}
+	for (size_t i = 0; i < cfg->n_dirs; i++) {
+		free(cfg->dirs[i].path);
+		free(cfg->dirs[i].maps);
+	}
+	for (size_t i = 0; i < cfg->n_procs; i++)
+		free(cfg->procs[i].comm);
+	free(cfg->classes);
+	free(cfg->dirs);
+	free(cfg->procs);
+	free(cfg->path);
+	free(cfg);
+}
+
+void config_errors_print(const struct cfg_errors *errs, FILE *fp)
+{
+	for (size_t i = 0; i < errs->n; i++)
+		fprintf(fp, "%s\n", errs->msgs[i]);
+}
+
+void config_errors_free(struct cfg_errors *errs)
+{
+	for (size_t i = 0; i < errs->n; i++)
+		free(errs->msgs[i]);
+	free(errs->msgs);
+	free(errs->lines);
+	errs->msgs = NULL;
+	errs->lines = NULL;
+	errs->n = 0;
+}
+
+void config_summary(const struct dcfs_config *cfg, char *buf, size_t size)
+{
+	size_t exts = 0;
+
+	for (size_t i = 0; i < cfg->n_classes; i++)
+		exts += cfg->classes[i].n_exts;
+	snprintf(buf, size,
+		 "%s: OK: default %s, min_size %lld, auto_threshold %llu, %zu classes (%zu extensions), %zu dir rules, %zu process rules",
+		 cfg->path ? cfg->path : "(built-in)",
+		 policy_name(cfg->default_policy), (long long)cfg->min_size,
+		 (unsigned long long)cfg->auto_threshold, cfg->n_classes, exts,
+		 cfg->n_dirs, cfg->n_procs);
+}

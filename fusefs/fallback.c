@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The fallback for backing filesystems without RWF_DONTCACHE.
+ *
+ * Writes: write-behind in windows.  When a window's worth has been
+ * written, writeback of it is started (SYNC_FILE_RANGE_WRITE), and the
+ * window before it — whose writeback had a whole window's time to finish
+ * — is waited for and dropped (POSIX_FADV_DONTNEED).  A stream therefore
+ * holds at most two windows of page cache, and the disk stays busy.
+ *
+ * Reads: drop-behind.  Kernel read-ahead is turned off for the fd
+ * (POSIX_FADV_RANDOM; dcfs's own read-ahead buffer reads large chunks), so
+ * the only pages brought in are the ones just read, and they are dropped
+ * right after.
+ *
+ * Pages that were resident before dcfs touched a range belong to someone
+ * else (another reader, a database): they are found with cachestat before
+ * the I/O and never dropped.
+ */
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dcfs_io.h"
+#include "dcfs_sys.h"
+
+#define PAGE 4096
+
+static void protect(struct dcfs_file *f, off_t lo, off_t hi)
+{
+	if (f->nprot && f->prot[f->nprot - 1].hi == lo) {
+		f->prot[f->nprot - 1].hi = hi;
+		return;
+	}
+	if (f->nprot == sizeof(f->prot) / sizeof(f->prot[0])) {
+		f->prot_all = true;
+		return;
+	}
+	f->prot[f->nprot].lo = lo;
+	f->prot[f->nprot].hi = hi;
+	f->nprot++;
+}
+
+/* Remembers which pages of [off, off + len) are resident now. */
+static void note_resident(struct dcfs_file *f, off_t off, size_t len)
+{
+	struct dcfs_cachestat cs;
+	off_t lo = off & ~(off_t)(PAGE - 1), end = off + (off_t)len;
+
+	if (f->prot_all || dcfs_cachestat(f->fd, (uint64_t)lo,
+					  (uint64_t)(end - lo), &cs) < 0)
+		return;
+	if (cs.nr_cache == 0)
+		return;
+	/* Rare (the file is shared): find the pages one by one. */
+	for (off_t p = lo; p < end && !f->prot_all; p += PAGE)
+		if (dcfs_cachestat(f->fd, (uint64_t)p, PAGE, &cs) == 0 &&
+		    cs.nr_cache)
+			protect(f, p, p + PAGE);
+}
+
+static void advise_dontneed(int fd, off_t lo, off_t hi)
+{
+	if (hi > lo)
+		posix_fadvise(fd, lo, hi - lo, POSIX_FADV_DONTNEED);
+}
+
+/* Drops [lo, hi) except the protected ranges. */
+static void drop_unprotected(struct dcfs_file *f, off_t lo, off_t hi)
+{
+	off_t pos = lo;
+
+	if (f->prot_all || hi <= lo)
+		return;
+	for (unsigned int i = 0; i < f->nprot; i++) {
+		const struct range *r = &f->prot[i];
+
+		if (r->hi <= pos || r->lo >= hi)
+			continue;
+		advise_dontneed(f->fd, pos, r->lo);
+		pos = r->hi;
+	}
+	advise_dontneed(f->fd, pos, hi);
+}
+
+/* Waits for writeback of [lo, hi) and drops it. */
+void drop_written(struct dcfs_file *f, off_t lo, off_t hi)
+{
+	if (hi <= lo)
+		return;
+	sync_file_range(f->fd, lo, hi - lo,
+			SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+				SYNC_FILE_RANGE_WAIT_AFTER);
+	drop_unprotected(f, lo, hi);
+}
+
+ssize_t fallback_read(struct dcfs_file *f, void *buf, size_t len, off_t off)
+{
+	ssize_t n;
+
+	note_resident(f, off, len);
+	n = pread(f->fd, buf, len, off);
+	if (n < 0)
+		return -errno;
+	drop_unprotected(f, off & ~(off_t)(PAGE - 1), off + n);
+	return n;
+}
+
+static void start_window(struct dcfs_file *f)
+{
+	sync_file_range(f->fd, f->wb_lo, f->wb_hi - f->wb_lo,
+			SYNC_FILE_RANGE_WRITE);
+	drop_written(f, f->wb_prev_lo, f->wb_prev_hi);
+	f->wb_prev_lo = f->wb_lo;
+	f->wb_prev_hi = f->wb_hi;
+	f->wb_lo = f->wb_hi = 0;
+}
+
+ssize_t fallback_write(struct dcfs_file *f, const void *buf, size_t len,
+		       off_t off)
+{
+	ssize_t n;
+	off_t end;
+
+	note_resident(f, off, len);
+	n = pwrite(f->fd, buf, len, off);
+	if (n <= 0)
+		return n < 0 ? -errno : 0;
+	/* O_APPEND writes land at the end, whatever off said. */
+	if (f->flags & O_APPEND)
+		off = lseek(f->fd, 0, SEEK_END) - n;
+	end = off + n;
+	if (f->wb_hi == f->wb_lo) {
+		f->wb_lo = off;
+		f->wb_hi = end;
+	} else {
+		/* The window is a span; a seek only widens it. */
+		if (off < f->wb_lo)
+			f->wb_lo = off;
+		if (end > f->wb_hi)
+			f->wb_hi = end;
+	}
+	if ((uint64_t)(f->wb_hi - f->wb_lo) >= f->window)
+		start_window(f);
+	return n;
+}
+
+/* At release: nothing of the stream stays behind. */
+void fallback_finish(struct dcfs_file *f)
+{
+	if (f->wb_hi > f->wb_lo)
+		start_window(f);
+	drop_written(f, f->wb_prev_lo, f->wb_prev_hi);
+	f->wb_prev_lo = f->wb_prev_hi = 0;
+}

@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Decide once: at open/create the file is classified (policy.c) and the
+ * handle gets its strategy and FUSE open flags.  read/write never look at
+ * the config again; the only later change is the one-way switch of an
+ * auto (or min_size-deferred) handle to uncached I/O.
+ *
+ * Why FOPEN_DIRECT_IO for streaming handles: otherwise the FUSE mount
+ * keeps its own page-cache copy of everything that passes, whatever the
+ * daemon does on the backing file.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dcfs_io.h"
+#include "dcfs_policy.h"
+#include "dcfs_sys.h"
+
+int file_backing_path(const struct dcfs_inode *inode, char *buf, size_t size)
+{
+	size_t blen = strlen(dcfs.opt.backing);
+	char link[64];
+	ssize_t n;
+
+	inode_proc_path(inode, link);
+	n = readlink(link, buf, size - 1);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n == size - 1)
+		return -ENAMETOOLONG;
+	buf[n] = '\0';
+	if (blen == 1) /* backing is "/" */
+		return 0;
+	if (strncmp(buf, dcfs.opt.backing, blen) != 0 ||
+	    (buf[blen] != '/' && buf[blen] != '\0'))
+		return -ENOENT;
+	memmove(buf, buf + blen, (size_t)n - blen + 1);
+	if (!buf[0])
+		strcpy(buf, "/");
+	return 0;
+}
+
+int caller_comm(fuse_req_t req, char comm[16])
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	comm[0] = '\0';
+	if (!ctx || ctx->pid <= 0)
+		return -ESRCH;
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)ctx->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, comm, 15);
+	close(fd);
+	if (n <= 0)
+		return -ESRCH;
+	comm[n] = '\0';
+	comm[strcspn(comm, "\n")] = '\0';
+	return 0;
+}
+
+void set_uncached_flags(struct dcfs_file *f, int policy)
+{
+	f->read_uncached = policy == POLICY_DONTCACHE ||
+			   policy == POLICY_DONTCACHE_READ;
+	f->write_uncached = policy == POLICY_DONTCACHE ||
+			    policy == POLICY_DONTCACHE_WRITE;
+}
+
+static bool file_has_cached_pages(int fd)
+{
+	struct dcfs_cachestat cs;
+
+	return dcfs_cachestat(fd, 0, 0, &cs) == 0 && cs.nr_cache > 0;
+}
+
+/* Starts cached, switches to target once switch_after bytes streamed. */
+static void start_deferred(struct dcfs_file *f, int target, uint64_t after,
+			   struct fuse_file_info *fi)
+{
+	f->io = &io_stream;
+	f->target = target;
+	f->switch_after = after ? after : 1;
+	f->was_resident = file_has_cached_pages(f->fd);
+	fi->keep_cache = 1;
+}
+
+static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
+			   const struct dcfs_config *cfg,
+			   struct fuse_file_info *fi)
+{
+	f->policy = d->policy;
+	f->window = cfg->window;
+	f->ra_cap = cfg->readahead;
+	if (d->policy == POLICY_CACHE) {
+		f->io = &io_plain;
+		fi->keep_cache = 1;
+		return;
+	}
+	f->probe = probe_get(f->fd);
+	if (d->policy == POLICY_AUTO)
+		start_deferred(f, POLICY_DONTCACHE, cfg->auto_threshold, fi);
+	else if (d->deferred)
+		start_deferred(f, d->policy, (uint64_t)d->min_size, fi);
+	else {
+		f->io = &io_stream;
+		set_uncached_flags(f, d->policy);
+		fi->direct_io = 1;
+	}
+}
+
+int policy_for_inode(fuse_req_t req, struct dcfs_inode *inode, int64_t size,
+		     bool writable, struct dcfs_decision *d,
+		     struct dcfs_config **cfgp)
+{
+	struct dcfs_config *cfg = config_get();
+	char path[4096], comm[16];
+
+	if (file_backing_path(inode, path, sizeof(path)) < 0)
+		strcpy(path, "/");
+	caller_comm(req, comm);
+	policy_decide(cfg, path, comm[0] ? comm : NULL, size, writable, d);
+	*cfgp = cfg;
+	return 0;
+}
+
+int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi)
+{
+	struct dcfs_decision d;
+	struct dcfs_config *cfg;
+	struct stat st;
+	bool writable = (f->flags & O_ACCMODE) != O_RDONLY;
+
+	if (fstat(f->fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode)) {
+		f->io = &io_plain;
+		return 0;
+	}
+	policy_for_inode(req, f->inode, st.st_size, writable, &d, &cfg);
+	apply_decision(f, &d, cfg, fi);
+	config_put(cfg);
+	stats_add(f->policy, ST_OPENED, 1);
+	if (dcfs_log_enabled(FUSE_LOG_DEBUG)) {
+		char why[256];
+
+		decision_describe(&d, why, sizeof(why));
+		log_debug("open ino %llu: %s\n", (unsigned long long)st.st_ino,
+			  why);
+	}
+	return 0;
+}

@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The streaming I/O strategy: the daemon's reads and writes of the backing
+ * file carry RWF_DONTCACHE, or go through the fallback window where the
+ * backing filesystem cannot do that.
+ *
+ * Splice cannot carry the flag, so this class moves data through the
+ * daemon's own buffers.  Small reads are served from a per-handle
+ * read-ahead buffer filled with large uncached reads, so a 4 KiB reader
+ * does not cost one backing syscall (and, with drop-behind, one disk read)
+ * per request.  The buffer is dropped whenever the file's data changes
+ * through the mount (inode data_gen).
+ */
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dcfs_io.h"
+#include "dcfs_policy.h"
+
+/* All read-ahead buffers of the mount together stay below this. */
+#define RA_GLOBAL_CAP (64ULL << 20)
+
+static _Atomic uint64_t ra_total;
+
+static ssize_t read_uncached(struct dcfs_file *f, void *buf, size_t len,
+			     off_t off)
+{
+	ssize_t n = uncached_pread(f->probe, f->fd, buf, len, off);
+
+	if (n != -EOPNOTSUPP) {
+		if (n > 0)
+			stats_add(f->policy, ST_READ_DONTCACHE, (uint64_t)n);
+		return n;
+	}
+	if (!f->fadv_random) {
+		/* Only what we read may come in: it is dropped right after. */
+		posix_fadvise(f->fd, 0, 0, POSIX_FADV_RANDOM);
+		f->fadv_random = true;
+	}
+	n = fallback_read(f, buf, len, off);
+	if (n > 0)
+		stats_add(f->policy, ST_READ_FALLBACK, (uint64_t)n);
+	return n;
+}
+
+static bool ra_reserve(struct dcfs_file *f)
+{
+	uint64_t total;
+
+	if (f->ra_buf)
+		return true;
+	if (!f->ra_cap)
+		return false;
+	total = atomic_fetch_add(&ra_total, f->ra_cap) + f->ra_cap;
+	if (total > RA_GLOBAL_CAP)
+		goto fail;
+	f->ra_buf = malloc(f->ra_cap);
+	if (f->ra_buf)
+		return true;
+fail:
+	atomic_fetch_sub(&ra_total, f->ra_cap);
+	f->ra_cap = 0; /* do not retry on every read */
+	return false;
+}
+
+static bool ra_covers(const struct dcfs_file *f, size_t size, off_t off,
+		      uint64_t gen)
+{
+	return f->ra_len && f->ra_gen == gen && off >= f->ra_off &&
+	       off + (off_t)size <= f->ra_off + (off_t)f->ra_len;
+}
+
+static void read_direct(fuse_req_t req, struct dcfs_file *f, size_t size,
+			off_t off)
+{
+	char *buf = malloc(size);
+	ssize_t n;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	n = read_uncached(f, buf, size, off);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void reply_from_ra(fuse_req_t req, struct dcfs_file *f, size_t size,
+			  off_t off)
+{
+	size_t skip = (size_t)(off - f->ra_off);
+	size_t n = f->ra_len - skip < size ? f->ra_len - skip : size;
+
+	fuse_reply_buf(req, f->ra_buf + skip, n);
+}
+
+static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
+			off_t off)
+{
+	uint64_t gen;
+	ssize_t n;
+
+	if (!f->read_uncached) {
+		stats_add(f->policy, ST_READ_CACHED, size);
+		plain_read(req, f, size, off);
+		return;
+	}
+	pthread_mutex_lock(&f->lock);
+	gen = atomic_load(&f->inode->data_gen);
+	if (ra_covers(f, size, off, gen)) {
+		reply_from_ra(req, f, size, off);
+	} else if (size < f->ra_cap && ra_reserve(f)) {
+		n = read_uncached(f, f->ra_buf, f->ra_cap, off);
+		if (n < 0) {
+			f->ra_len = 0;
+			fuse_reply_err(req, (int)-n);
+		} else {
+			f->ra_off = off;
+			f->ra_len = (size_t)n;
+			f->ra_gen = gen;
+			reply_from_ra(req, f, size, off);
+		}
+	} else {
+		read_direct(req, f, size, off);
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+static ssize_t write_uncached(struct dcfs_file *f, const void *buf, size_t len,
+			      off_t off)
+{
+	ssize_t n = uncached_pwrite(f->probe, f->fd, buf, len, off);
+
+	if (n != -EOPNOTSUPP) {
+		if (n > 0)
+			stats_add(f->policy, ST_WRITE_DONTCACHE, (uint64_t)n);
+		return n;
+	}
+	n = fallback_write(f, buf, len, off);
+	if (n > 0)
+		stats_add(f->policy, ST_WRITE_FALLBACK, (uint64_t)n);
+	return n;
+}
+
+static ssize_t stream_write(struct dcfs_file *f, struct fuse_bufvec *in,
+			    off_t off)
+{
+	size_t len = fuse_buf_size(in);
+	struct fuse_bufvec mem = FUSE_BUFVEC_INIT(len);
+	const void *data;
+	ssize_t n;
+
+	if (!f->write_uncached) {
+		n = plain_write(f, in, off);
+		if (n > 0)
+			stats_add(f->policy, ST_WRITE_CACHED, (uint64_t)n);
+		return n;
+	}
+	if (in->count == 1 && !(in->buf[0].flags & FUSE_BUF_IS_FD)) {
+		data = (const char *)in->buf[0].mem + in->off;
+	} else {
+		/* Data arrived in a pipe or in pieces: gather it. */
+		mem.buf[0].mem = malloc(len);
+		if (!mem.buf[0].mem)
+			return -ENOMEM;
+		n = fuse_buf_copy(&mem, in, 0);
+		if (n < 0) {
+			free(mem.buf[0].mem);
+			return n;
+		}
+		len = (size_t)n;
+		data = mem.buf[0].mem;
+	}
+	pthread_mutex_lock(&f->lock);
+	n = write_uncached(f, data, len, off);
+	pthread_mutex_unlock(&f->lock);
+	free(mem.buf[0].mem);
+	return n;
+}
+
+static void stream_release(struct dcfs_file *f)
+{
+	fallback_finish(f);
+	if (f->inval_done < f->seq_next && f->target)
+		notify_inval((uintptr_t)f->inode, f->inval_done,
+			     f->seq_next - f->inval_done);
+	if (f->ra_buf) {
+		free(f->ra_buf);
+		atomic_fetch_sub(&ra_total, f->ra_cap);
+	}
+}
+
+const struct dcfs_io io_stream = {
+	.name = "stream",
+	.read = stream_read,
+	.write = stream_write,
+	.release = stream_release,
+};
+
+/*
+ * The one-way switch of an auto or min_size-deferred handle: from here on
+ * its backing I/O is uncached, what it already streamed is dropped from the
+ * backing cache (unless the file was in use before) and, by the notify
+ * thread, from the FUSE cache.
+ */
+static void switch_now(struct dcfs_file *f)
+{
+	fuse_ino_t ino = (uintptr_t)f->inode;
+
+	f->switch_after = 0;
+	f->policy = f->target;
+	set_uncached_flags(f, f->target);
+	stats_add(f->policy, ST_SWITCHED, 1);
+	if (!f->was_resident)
+		drop_written(f, f->seq_start, f->seq_next);
+	notify_inval(ino, f->seq_start, f->seq_next - f->seq_start);
+	f->inval_done = f->seq_next;
+	log_debug("ino %llu: switched to %s after %llu bytes\n",
+		  (unsigned long long)f->inode->ino, policy_name(f->policy),
+		  (unsigned long long)f->seq_run);
+}
+
+/*
+ * After the switch the handle still passes through the FUSE page cache
+ * (FOPEN_DIRECT_IO cannot be set after open): drop what the stream left
+ * there, a window behind it so the kernel's read-ahead is not wasted.
+ */
+static void trail_inval(struct dcfs_file *f)
+{
+	off_t upto = f->seq_next - (off_t)f->window;
+
+	if (upto - f->inval_done < (off_t)f->window)
+		return;
+	notify_inval((uintptr_t)f->inode, f->inval_done, upto - f->inval_done);
+	f->inval_done = upto;
+}
+
+void io_account(struct dcfs_file *f, off_t off, size_t n)
+{
+	if (f->io != &io_stream || !f->target)
+		return;
+	pthread_mutex_lock(&f->lock);
+	if (off == f->seq_next) {
+		f->seq_run += n;
+	} else {
+		f->seq_run = n;
+		f->seq_start = off;
+		if (!f->switch_after)
+			f->inval_done = off;
+	}
+	f->seq_next = off + (off_t)n;
+	if (f->switch_after && f->seq_run >= f->switch_after)
+		switch_now(f);
+	else if (!f->switch_after)
+		trail_inval(f);
+	pthread_mutex_unlock(&f->lock);
+}

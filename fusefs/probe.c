@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * RWF_DONTCACHE support, probed once per backing filesystem (st_dev) and
+ * separately for reads and writes, by simply trying it on real I/O.
+ * EOPNOTSUPP is the kernel's capability answer (no support in this kernel
+ * or filesystem), never an error for the caller: it is remembered and the
+ * I/O is redone through the fallback.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/statfs.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include "dcfs_io.h"
+#include "dcfs_sys.h"
+
+#define MAX_PROBES 64
+
+static struct probe probes[MAX_PROBES];
+static size_t nprobes;
+static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct probe overflow; /* shared by devices past MAX_PROBES */
+
+static const char *fstype_name(long type)
+{
+	switch (type) {
+	case 0xEF53: return "ext4";
+	case 0x58465342: return "xfs";
+	case 0x9123683E: return "btrfs";
+	case 0x01021994: return "tmpfs";
+	case (long)0xF2F52010: return "f2fs";
+	case 0x65735546: return "fuse";
+	case 0x6969: return "nfs";
+	default: return "other";
+	}
+}
+
+struct probe *probe_get(int fd)
+{
+	struct statfs sfs;
+	struct stat st;
+	struct probe *p = &overflow;
+
+	if (fstat(fd, &st) < 0)
+		return &overflow;
+	pthread_mutex_lock(&probe_lock);
+	for (size_t i = 0; i < nprobes; i++) {
+		if (probes[i].dev == st.st_dev) {
+			p = &probes[i];
+			goto out;
+		}
+	}
+	if (nprobes < MAX_PROBES) {
+		p = &probes[nprobes++];
+		p->dev = st.st_dev;
+		if (fstatfs(fd, &sfs) == 0)
+			snprintf(p->fstype, sizeof(p->fstype), "%s",
+				 fstype_name((long)sfs.f_type));
+	}
+out:
+	pthread_mutex_unlock(&probe_lock);
+	return p;
+}
+
+const char *probe_state_name(int s)
+{
+	return s == PROBE_YES ? "yes" : s == PROBE_NO ? "no" : "unknown";
+}
+
+static void record(struct probe *p, _Atomic int *state, int value,
+		   const char *what)
+{
+	int expected = PROBE_UNKNOWN;
+
+	if (atomic_compare_exchange_strong(state, &expected, value))
+		log_info("backing %s (dev %u:%u): RWF_DONTCACHE %s %s\n",
+			 p->fstype[0] ? p->fstype : "fs", major(p->dev),
+			 minor(p->dev), what,
+			 value == PROBE_YES ? "supported" : "not supported, using fallback");
+}
+
+ssize_t uncached_pread(struct probe *p, int fd, void *buf, size_t len,
+		       off_t off)
+{
+	struct iovec iov = { buf, len };
+	ssize_t n;
+
+	if (p->rd == PROBE_NO)
+		return -EOPNOTSUPP;
+	n = preadv2(fd, &iov, 1, off, DCFS_RWF_DONTCACHE);
+	if (n < 0 && errno == EOPNOTSUPP) {
+		record(p, &p->rd, PROBE_NO, "reads");
+		return -EOPNOTSUPP;
+	}
+	if (n >= 0)
+		record(p, &p->rd, PROBE_YES, "reads");
+	return n < 0 ? -errno : n;
+}
+
+ssize_t uncached_pwrite(struct probe *p, int fd, const void *buf, size_t len,
+			off_t off)
+{
+	struct iovec iov = { (void *)buf, len };
+	ssize_t n;
+
+	if (p->wr == PROBE_NO)
+		return -EOPNOTSUPP;
+	n = pwritev2(fd, &iov, 1, off, DCFS_RWF_DONTCACHE);
+	if (n < 0 && errno == EOPNOTSUPP) {
+		record(p, &p->wr, PROBE_NO, "writes");
+		return -EOPNOTSUPP;
+	}
+	if (n >= 0)
+		record(p, &p->wr, PROBE_YES, "writes");
+	return n < 0 ? -errno : n;
+}
+
+size_t probe_snapshot(struct probe *out, size_t max)
+{
+	size_t n;
+
+	pthread_mutex_lock(&probe_lock);
+	n = nprobes < max ? nprobes : max;
+	for (size_t i = 0; i < n; i++) {
+		out[i].dev = probes[i].dev;
+		memcpy(out[i].fstype, probes[i].fstype, sizeof(out[i].fstype));
+		out[i].rd = probes[i].rd;
+		out[i].wr = probes[i].wr;
+	}
+	pthread_mutex_unlock(&probe_lock);
+	return n;
+}
