@@ -227,6 +227,8 @@ const char *log_problem(const char *log)
 		"ERROR: AddressSanitizer", "runtime error:", "LeakSanitizer",
 		"ERROR: ThreadSanitizer", "Assertion", "Segmentation fault",
 		"stack smashing", "double free", "corrupted",
+		/* libfuse complaining about the daemon's replies */
+		"bad error value", "writing device", "unknown operation", "fuse_reply_",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
 		if (strstr(log, bad[i]))
