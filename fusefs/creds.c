@@ -26,7 +26,8 @@ int creds_chown_to_caller(fuse_req_t req, int dirfd, const char *name,
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	gid_t gid = ctx->gid;
 
-	if (!dcfs.privileged)
+	/* Without default_permissions the object was created as the caller. */
+	if (!dcfs.privileged || dcfs.opt.nodefault_permissions)
 		return 0;
 	if (ctx->uid == geteuid() && ctx->gid == getegid())
 		return 0;

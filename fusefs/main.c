@@ -55,6 +55,8 @@ static void build_ops(struct fuse_lowlevel_ops *ops)
 	fuse_dir_ops(ops);
 	fuse_file_ops(ops);
 	fuse_xattr_ops(ops);
+	if (dcfs.opt.nodefault_permissions && dcfs.privileged)
+		caller_ops_wrap(ops);
 }
 
 static int resolve_paths(struct dcfs_options *opt)

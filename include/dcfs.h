@@ -166,6 +166,9 @@ void fuse_dir_ops(struct fuse_lowlevel_ops *ops);
 void fuse_file_ops(struct fuse_lowlevel_ops *ops);
 void fuse_xattr_ops(struct fuse_lowlevel_ops *ops);
 
+/* caller_ops.c */
+void caller_ops_wrap(struct fuse_lowlevel_ops *ops);
+
 /* creds.c */
 int creds_chown_to_caller(fuse_req_t req, int dirfd, const char *name,
 			  struct dcfs_inode *parent, mode_t mode);
