@@ -793,7 +793,18 @@ void fixture_setup(const struct config *cfg)
 			snprintf(g_setup_err, sizeof g_setup_err, "bind mount: %s", strerror(errno));
 		break;
 	case MM_DAEMON: {
-		char *argv[] = { "dcfs", "-f", "-o", "allow_other", g_exp, g_mnt, NULL };
+		char opts[PATH_MAX + 64] = "allow_other";
+		if (cfg->conf) {
+			char cpath[PATH_MAX];
+			snprintf(cpath, sizeof cpath, "%s/%s.conf", g_tmpdir, cfg->name);
+			if (write_file(cpath, cfg->conf, strlen(cfg->conf), 0644) < 0) {
+				snprintf(g_setup_err, sizeof g_setup_err, "write %s: %s", cpath,
+					 strerror(errno));
+				break;
+			}
+			snprintf(opts, sizeof opts, "allow_other,config=%s", cpath);
+		}
+		char *argv[] = { "dcfs", "-f", "-o", opts, g_exp, g_mnt, NULL };
 		snprintf(g_daemon.mnt, sizeof g_daemon.mnt, "%s", g_mnt);
 		if (daemon_spawn(&g_daemon, cfg->name, argv) < 0) {
 			snprintf(g_setup_err, sizeof g_setup_err, "spawn %s failed", g_dcfs_bin);

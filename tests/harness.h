@@ -38,6 +38,7 @@ struct config {
 	const char *name;        /* e.g. "ext4-dcfs" */
 	enum fs_kind fs;
 	enum mount_method mm;
+	const char *conf;        /* dcfs config file content, or NULL */
 };
 
 /* Current configuration (set by the TCase fixture). */

@@ -19,11 +19,18 @@
 #include <unistd.h>
 
 static const struct config configs[] = {
-	{ "ext4-dcfs", FS_EXT4, MM_DAEMON },
-	{ "xfs-dcfs", FS_XFS, MM_DAEMON },
-	{ "ext4-helper", FS_EXT4, MM_HELPER },
-	{ "ext4-bind", FS_EXT4, MM_BIND },
-	{ "xfs-bind", FS_XFS, MM_BIND },
+	{ "ext4-dcfs", FS_EXT4, MM_DAEMON, NULL },
+	{ "xfs-dcfs", FS_XFS, MM_DAEMON, NULL },
+	{ "ext4-helper", FS_EXT4, MM_HELPER, NULL },
+	/* every file uncached: all I/O through the streaming engine */
+	{ "ext4-dontcache", FS_EXT4, MM_DAEMON,
+	  "[global]\ndefault = dontcache\nmin_size = 0\nwindow = 64K\nreadahead = 64K\n" },
+	/* auto policy switching to dontcache after 1M of sequential I/O */
+	{ "xfs-auto", FS_XFS, MM_DAEMON,
+	  "[global]\ndefault = auto\nmin_size = 0\nauto_threshold = 1M\nwindow = 128K\n"
+	  "readahead = 256K\n\n[class video]\nextensions = mkv\npolicy = dontcache-read\n" },
+	{ "ext4-bind", FS_EXT4, MM_BIND, NULL },
+	{ "xfs-bind", FS_XFS, MM_BIND, NULL },
 };
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
 
@@ -34,8 +41,10 @@ FX(1)
 FX(2)
 FX(3)
 FX(4)
+FX(5)
+FX(6)
 static void (*const fx_setup[])(void) = { fx_setup_0, fx_setup_1, fx_setup_2, fx_setup_3,
-					  fx_setup_4 };
+					  fx_setup_4, fx_setup_5, fx_setup_6 };
 
 START_TEST(zz_unmount_and_check_daemon)
 {

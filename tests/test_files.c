@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 START_TEST(files_create_excl)
@@ -414,6 +416,209 @@ START_TEST(files_many_open_close)
 }
 END_TEST
 
+
+/* Large sequential I/O (exercises streaming / dontcache paths when the
+ * configuration enables them), then random reads, compared with the
+ * pattern and with the backing file. */
+START_TEST(files_large_sequential)
+{
+	T_BEGIN();
+	const size_t n = 40 << 20, chunk = 1 << 20;
+	char *buf = malloc(n);
+	fill_pattern(buf, n, 42);
+	const char *names[] = { "big.bin", "movie.mkv", "disk.img" };
+	for (int k = 0; k < 3; k++) {
+		int fd = open(PM("%s", names[k]), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+		ck_assert_int_ge(fd, 0);
+		for (size_t off = 0; off < n; off += chunk)
+			ck_assert_msg(write(fd, buf + off, chunk) == (ssize_t)chunk,
+				      "%s: write at %zu: %s", names[k], off, strerror(errno));
+		ck_assert_int_eq(close(fd), 0);
+		/* sequential read with odd chunk size */
+		fd = open(PM("%s", names[k]), O_RDONLY);
+		ck_assert_int_ge(fd, 0);
+		char *back = malloc(n + 4096);
+		size_t got = 0;
+		ssize_t r;
+		while ((r = read(fd, back + got, 131072 + 333)) > 0)
+			got += (size_t)r;
+		ck_assert_msg(r == 0, "%s: read: %s", names[k], strerror(errno));
+		ck_assert_uint_eq(got, n);
+		for (size_t i = 0; i < n; i += 4096)
+			if (memcmp(back + i, buf + i, 4096) != 0)
+				ck_abort_msg("%s: sequential read mismatch in block at %zu", names[k], i);
+		/* random preads */
+		unsigned x = 12345;
+		for (int i = 0; i < 200; i++) {
+			x = x * 1103515245u + 12345u;
+			size_t off = (x >> 4) % n;
+			size_t len = 1 + (x >> 8) % 200000;
+			if (off + len > n)
+				len = n - off;
+			ssize_t pr = pread(fd, back, len, off);
+			ck_assert_msg(pr == (ssize_t)len, "%s: pread(%zu, %zu) = %zd", names[k], off,
+				      len, pr);
+			ck_assert_msg(memcmp(back, buf + off, len) == 0,
+				      "%s: pread(%zu, %zu) returned wrong data", names[k], off, len);
+		}
+		close(fd);
+		free(back);
+		size_t l;
+		char *e = slurp(PE("%s", names[k]), &l);
+		ck_assert_ptr_nonnull(e);
+		ck_assert_uint_eq(l, n);
+		ck_assert_msg(memcmp(e, buf, n) == 0, "%s: backing content differs", names[k]);
+		free(e);
+		check_identity(names[k]);
+	}
+	/* overwrite the middle of a streamed file, read back */
+	int fd = open(PM("movie.mkv"), O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	memset(buf + (10 << 20), 0xAB, 3 << 20);
+	ck_assert_int_eq(pwrite(fd, buf + (10 << 20), 3 << 20, 10 << 20), 3 << 20);
+	ck_assert_int_eq(fsync(fd), 0);
+	close(fd);
+	size_t l;
+	char *e = slurp(PE("movie.mkv"), &l);
+	ck_assert_uint_eq(l, n);
+	ck_assert_msg(memcmp(e, buf, n) == 0, "movie.mkv: backing content after overwrite differs");
+	free(e);
+	e = slurp(PM("movie.mkv"), &l);
+	ck_assert_uint_eq(l, n);
+	ck_assert_msg(memcmp(e, buf, n) == 0, "movie.mkv: content through dcfs after overwrite differs");
+	free(e);
+	free(buf);
+	for (int k = 0; k < 3; k++) /* free the space for later tests */
+		ck_assert_int_eq(unlink(PM("%s", names[k])), 0);
+}
+END_TEST
+
+START_TEST(files_mmap)
+{
+	T_BEGIN();
+	const size_t n = 1 << 20;
+	char *buf = malloc(n);
+	fill_pattern(buf, n, 77);
+	ck_assert_int_eq(write_file(PM("m"), buf, n, 0644), 0);
+	int fd = open(PM("m"), O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	char *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ck_assert_msg(m != MAP_FAILED, "mmap through dcfs: %s", strerror(errno));
+	ck_assert(memcmp(m, buf, n) == 0);
+	memset(m + 4096, 'M', 8192);
+	ck_assert_int_eq(msync(m, n, MS_SYNC), 0);
+	char b[8192];
+	ck_assert_int_eq(pread(fd, b, sizeof b, 4096), (int)sizeof b);
+	for (size_t i = 0; i < sizeof b; i++)
+		ck_assert_msg(b[i] == 'M', "read after mmap write: byte %zu is %d", i, b[i]);
+	/* write() is visible in the mapping */
+	ck_assert_int_eq(pwrite(fd, "WRITE", 5, 100000), 5);
+	ck_assert(memcmp(m + 100000, "WRITE", 5) == 0);
+	munmap(m, n);
+	close(fd);
+	/* backing sees the mmap write */
+	size_t l;
+	char *e = slurp(PE("m"), &l);
+	ck_assert_uint_eq(l, n);
+	ck_assert(e[4096] == 'M' && e[4096 + 8191] == 'M');
+	ck_assert(memcmp(e + 100000, "WRITE", 5) == 0);
+	free(e);
+	/* private read-only mapping of a file written on the backing */
+	ck_assert_int_eq(write_file(PE("r"), buf, 65536, 0644), 0);
+	fd = open(PM("r"), O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	m = mmap(NULL, 65536, PROT_READ, MAP_PRIVATE, fd, 0);
+	ck_assert(m != MAP_FAILED);
+	ck_assert(memcmp(m, buf, 65536) == 0);
+	munmap(m, 65536);
+	close(fd);
+	free(buf);
+}
+END_TEST
+
+START_TEST(files_odirect)
+{
+	T_BEGIN();
+	void *al;
+	ck_assert_int_eq(posix_memalign(&al, 4096, 1 << 20), 0);
+	fill_pattern(al, 1 << 20, 3);
+	struct fdp f = DUALFD(open(P("direct"), O_CREAT | O_RDWR | O_DIRECT, 0644));
+	DUAL(pwrite(F(f), al, 1 << 20, 0));
+	DUAL(pwrite(F(f), al, 65536, 8 << 20));
+	void *rb;
+	ck_assert_int_eq(posix_memalign(&rb, 4096, 1 << 20), 0);
+	DUAL(pread(F(f), rb, 1 << 20, 0));
+	ck_assert(memcmp(rb, al, 1 << 20) == 0);
+	DUAL(pread(F(f), rb, 65536, 8 << 20));
+	DUAL(fsync(F(f)));
+	close_fdp(f);
+	check_dual_stat("direct");
+	check_identity("direct");
+	size_t l;
+	char *e = slurp(PE("direct"), &l);
+	ck_assert_uint_eq(l, (8 << 20) + 65536);
+	ck_assert(memcmp(e, al, 1 << 20) == 0);
+	free(e);
+	free(al);
+	free(rb);
+}
+END_TEST
+
+/* Several processes write disjoint regions of one file concurrently
+ * while another reads; final content must be exact. */
+START_TEST(files_concurrent_writers)
+{
+	T_BEGIN();
+	const int nproc = 4;
+	const size_t region = 4 << 20;
+	int fd = open(PM("shared"), O_CREAT | O_RDWR, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, nproc * region), 0);
+	close(fd);
+	pid_t pids[5];
+	for (int p = 0; p <= nproc; p++) {
+		pids[p] = fork();
+		if (pids[p] == 0) {
+			int cfd = open(PM("shared"), O_RDWR);
+			if (cfd < 0)
+				_exit(2);
+			char *b = malloc(65536);
+			if (p == nproc) { /* reader */
+				for (int i = 0; i < 200; i++)
+					if (pread(cfd, b, 65536, (i * 65536) % (nproc * region)) < 0)
+						_exit(3);
+				_exit(0);
+			}
+			for (size_t off = 0; off < region; off += 65536) {
+				fill_pattern(b, 65536, (unsigned)(p * 1000 + off / 65536));
+				if (pwrite(cfd, b, 65536, p * region + off) != 65536)
+					_exit(4);
+			}
+			_exit(close(cfd) == 0 ? 0 : 5);
+		}
+	}
+	for (int p = 0; p <= nproc; p++) {
+		int st;
+		waitpid(pids[p], &st, 0);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "worker %d status %#x", p, st);
+	}
+	size_t l;
+	char *c = slurp(PM("shared"), &l);
+	ck_assert_uint_eq(l, nproc * region);
+	char *b = malloc(65536);
+	for (int p = 0; p < nproc; p++)
+		for (size_t off = 0; off < region; off += 65536) {
+			fill_pattern(b, 65536, (unsigned)(p * 1000 + off / 65536));
+			ck_assert_msg(memcmp(c + p * region + off, b, 65536) == 0,
+				      "writer %d block at %zu wrong", p, off);
+		}
+	free(b);
+	free(c);
+	check_identity("shared");
+	ck_assert_int_eq(unlink(PM("shared")), 0);
+}
+END_TEST
+
 void add_files_tests(TCase *tc)
 {
 	tcase_add_test(tc, files_create_excl);
@@ -426,4 +631,8 @@ void add_files_tests(TCase *tc)
 	tcase_add_test(tc, files_copy_file_range);
 	tcase_add_test(tc, files_fsync_variants);
 	tcase_add_test(tc, files_many_open_close);
+	tcase_add_test(tc, files_large_sequential);
+	tcase_add_test(tc, files_mmap);
+	tcase_add_test(tc, files_odirect);
+	tcase_add_test(tc, files_concurrent_writers);
 }
