@@ -19,7 +19,8 @@ STD      := -std=gnu11
 
 # Debian packages needed to build and test; installed on demand by `deps`.
 DEB_PACKAGES := libfuse3-dev fuse3 check pkg-config libinih-dev xfsprogs \
-	btrfs-progs e2fsprogs attr acl util-linux groff-base
+	btrfs-progs e2fsprogs attr acl util-linux groff-base clang \
+	libclang-rt-14-dev gnuplot-nox
 
 FUSE_CFLAGS = $(shell $(PKG_CONFIG) --cflags fuse3 2>/dev/null)
 FUSE_LIBS   = $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null)
@@ -33,7 +34,7 @@ TEST_SRCS   := $(wildcard tests/*.c)
 B := build
 DAEMON_OBJS := $(patsubst fusefs/%.c,$(B)/obj/%.o,$(DAEMON_SRCS))
 
-.PHONY: all deps check check-asan install uninstall clean man-check
+.PHONY: all deps check check-asan fuzz demo bench install uninstall clean man-check
 
 all: $(B)/dcfs $(B)/mount.dcfs $(B)/dcfs-io
 
@@ -75,6 +76,44 @@ check: deps
 	DCFS_BIN=$(abspath $(B)/dcfs) MOUNT_DCFS_BIN=$(abspath $(B)/mount.dcfs) \
 		$(B)/dcfs-tests
 
+demo: deps all
+	tests/demo/demo.sh
+
+bench: deps all
+	tests/bench/bench.sh $(BENCH_ARGS)
+
+# The same suites against a daemon built with AddressSanitizer and UBSan;
+# the harness fails a test on any sanitizer report in the daemon's log.
+ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+ASAN_OBJS := $(patsubst fusefs/%.c,build-asan/obj/%.o,$(DAEMON_SRCS))
+
+build-asan/obj/%.o: fusefs/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) $(WARN) $(ASAN_FLAGS) $(CPPFLAGS) $(FUSE_CFLAGS) -c -o $@ $<
+
+build-asan/dcfs: $(ASAN_OBJS)
+	$(CC) $(ASAN_FLAGS) -o $@ $^ $(FUSE_LIBS) -linih -lpthread
+
+check-asan: deps
+	$(MAKE) all $(B)/dcfs-tests build-asan/dcfs
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=99 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 DCFS_SANITIZED=1 \
+	DCFS_BIN=$(abspath build-asan/dcfs) MOUNT_DCFS_BIN=$(abspath $(B)/mount.dcfs) \
+		$(B)/dcfs-tests
+
+# Bounded libFuzzer run of the config parser and matcher.
+FUZZ_SECONDS ?= 60
+build-fuzz/fuzz_config: tests/fuzz/fuzz_config.c fusefs/config.c fusefs/policy.c fusefs/log.c $(HEADERS)
+	@mkdir -p build-fuzz
+	clang $(STD) -g -O1 -fsanitize=fuzzer,address,undefined $(CPPFLAGS) $(FUSE_CFLAGS) \
+		-o $@ tests/fuzz/fuzz_config.c fusefs/config.c fusefs/policy.c fusefs/log.c \
+		$(FUSE_LIBS) -linih -lpthread
+
+fuzz: deps build-fuzz/fuzz_config
+	@mkdir -p build-fuzz/corpus
+	build-fuzz/fuzz_config -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+		-print_final_stats=1 build-fuzz/corpus tests/fuzz/corpus
+
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5
 	install -m 0755 $(B)/dcfs $(B)/mount.dcfs $(DESTDIR)$(SBINDIR)/
@@ -89,4 +128,4 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(wildcard man/*.5)))
 
 clean:
-	rm -rf $(B) build-asan
+	rm -rf $(B) build-asan build-fuzz

@@ -61,6 +61,6 @@ printf '%-34s %10s %14s MiB\n' "read through dcfs" "${r##* }" "$(mib "$(resident
 
 echo
 echo "getfattr -n user.dcfs.policy Movie.mkv:"
-echo "  $(getfattr --only-values -n user.dcfs.policy "$work/mnt/Movie.mkv")"
+echo "  $(cd "$work/mnt" && getfattr --only-values -n user.dcfs.policy Movie.mkv)"
 echo
 "$dcfs" stat "$work/mnt"
