@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -331,6 +332,83 @@ START_TEST(perms_killpriv)
 }
 END_TEST
 
+
+static long write_and_sync(struct as_ctx *c)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof p, "%s/%s", c->root, (const char *)c->arg);
+	int fd = open(p, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+	if (fd < 0)
+		return -1;
+	static char buf[1 << 20];
+	memset(buf, 'z', sizeof buf);
+	for (int i = 0; i < 4; i++) {
+		if (write(fd, buf, sizeof buf) < 0) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+	}
+	if (fsync(fd) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return close(fd);
+}
+
+static long tramp_ctx(void *a)
+{
+	return write_and_sync(a);
+}
+
+/* ext4 keeps 5% of the blocks for root: once only reserved blocks are left,
+ * an unprivileged writer gets ENOSPC. Through dcfs it must be the same
+ * (the daemon must not spend root's reserve on behalf of other users). */
+START_TEST(perms_enospc_reserved)
+{
+	T_BEGIN();
+	make_pub("pub", 0777);
+	struct statvfs sv;
+	ck_assert_int_eq(statvfs(ROOTS[0], &sv), 0);
+	if (sv.f_bfree - sv.f_bavail < 2048)
+		return; /* no (or too small a) root reserve on this fs: nothing to test */
+	/* fill everything available to unprivileged users */
+	int fd = open(PR("filler"), O_CREAT | O_WRONLY, 0600);
+	ck_assert_int_ge(fd, 0);
+	off_t off = 0;
+	for (int i = 0; i < 64; i++) {
+		ck_assert_int_eq(statvfs(ROOTS[0], &sv), 0);
+		if (sv.f_bavail == 0)
+			break;
+		off_t len = (off_t)sv.f_bavail * sv.f_frsize;
+		while (len >= 4096 && fallocate(fd, 0, off, len) < 0)
+			len /= 2;
+		if (len < 4096)
+			break;
+		off += len;
+	}
+	close(fd);
+	ck_assert_int_eq(statvfs(ROOTS[0], &sv), 0);
+	ck_assert_msg(sv.f_bavail == 0 && sv.f_bfree > 1024,
+		      "could not fill the fs up to the reserve: bavail %llu bfree %llu",
+		      (unsigned long long)sv.f_bavail, (unsigned long long)sv.f_bfree);
+	struct as_ctx c0 = { ROOTS[0], (void *)"pub/w" }, c1 = { ROOTS[1], (void *)"pub/w" };
+	struct res r0 = run_as(U1, tramp_ctx, &c0);
+	struct res r1 = run_as(U1, tramp_ctx, &c1);
+	unlink(PR("filler")); /* before any assertion: later tests need the space */
+	unlink(PR("pub/w"));
+	unlink(PM("pub/w"));
+	ck_assert_msg(r0.ret < 0 && r0.err == ENOSPC, "backing: unprivileged write into root reserve: %s",
+		      res_str(r0));
+	ck_assert_msg(r1.ret == r0.ret && r1.err == r0.err,
+		      "write 4M + fsync as uid %d with only root-reserved space left: backing gave %s, "
+		      "dcfs gave %s", TEST_UID, res_str(r0), res_str(r1));
+}
+END_TEST
+
 void add_perms_tests(TCase *tc)
 {
 	tcase_add_test(tc, perms_created_owner);
@@ -338,4 +416,5 @@ void add_perms_tests(TCase *tc)
 	tcase_add_test(tc, perms_directories);
 	tcase_add_test(tc, perms_chown_chmod_unpriv);
 	tcase_add_test(tc, perms_killpriv);
+	tcase_add_test(tc, perms_enospc_reserved);
 }

@@ -5,16 +5,29 @@
  *   dcfs-io write FILE SIZE BS [dontcache] [fsync]   sequential write
  *   dcfs-io read FILE BS [dontcache]                 sequential read
  *   dcfs-io resident FILE                            cached pages (cachestat)
+ *   dcfs-io pages FILE OUT                           residency bitmap (mincore)
+ *   dcfs-io survival FILE BEFORE                     pages of BEFORE still resident
+ *   dcfs-io watch [INTERVAL_MS]                      peak Cached/Dirty until SIGTERM
+ *   dcfs-io meta DIR N [SIZE]                        create/stat/unlink N files
  *
  * It passes RWF_DONTCACHE as 0x80 itself: Debian 12's fio 3.33 sends 0x40
  * (RWF_ATOMIC today) for its uncached option.  write/read print
  * "bytes seconds MiB/s".
+ *
+ * pages writes one byte per page of FILE (1: resident) as mincore(2) sees
+ * it, without faulting anything in; survival compares FILE now with such a
+ * bitmap and prints "before still fraction".  watch samples /proc/meminfo
+ * and, on SIGTERM/SIGINT, prints "start_cached start_dirty peak_cached
+ * peak_dirty end_cached" in KiB.  meta prints "create_s stat_s unlink_s".
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -135,6 +148,185 @@ static int do_resident(const char *path)
 	return 0;
 }
 
+/* The residency bitmap of the whole file, one byte per page (bit 0). */
+static unsigned char *residency(const char *path, size_t *npages)
+{
+	long psz = sysconf(_SC_PAGESIZE);
+	int fd = open(path, O_RDONLY);
+	unsigned char *vec = NULL;
+	struct stat st;
+	void *map;
+
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		perror(path);
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	*npages = ((size_t)st.st_size + (size_t)psz - 1) / (size_t)psz;
+	vec = calloc(*npages ? *npages : 1, 1);
+	if (!vec || !*npages) {
+		close(fd);
+		return vec;
+	}
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED) {
+		perror("mmap");
+		free(vec);
+		return NULL;
+	}
+	if (mincore(map, (size_t)st.st_size, vec) < 0) {
+		perror("mincore");
+		free(vec);
+		vec = NULL;
+	}
+	munmap(map, (size_t)st.st_size);
+	return vec;
+}
+
+static int do_pages(const char *path, const char *out)
+{
+	size_t n = 0, res = 0;
+	unsigned char *vec = residency(path, &n);
+	FILE *f;
+
+	if (!vec)
+		return 1;
+	for (size_t i = 0; i < n; i++) {
+		vec[i] &= 1;
+		res += vec[i];
+	}
+	f = fopen(out, "w");
+	if (!f || fwrite(vec, 1, n, f) != n || fclose(f) != 0) {
+		perror(out);
+		return 1;
+	}
+	free(vec);
+	printf("%zu %zu\n", n, res);
+	return 0;
+}
+
+static int do_survival(const char *path, const char *before)
+{
+	size_t n = 0, m, had = 0, still = 0;
+	unsigned char *vec = residency(path, &n), *old;
+	FILE *f = fopen(before, "r");
+
+	if (!vec || !f) {
+		if (!f)
+			perror(before);
+		return 1;
+	}
+	old = calloc(n ? n : 1, 1);
+	m = old ? fread(old, 1, n, f) : 0;
+	fclose(f);
+	for (size_t i = 0; i < m; i++) {
+		if (!(old[i] & 1))
+			continue;
+		had++;
+		still += vec[i] & 1;
+	}
+	printf("%zu %zu %.4f\n", had, still,
+	       had ? (double)still / (double)had : 0.0);
+	free(old);
+	free(vec);
+	return 0;
+}
+
+static volatile sig_atomic_t stop_watch;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop_watch = 1;
+}
+
+/* Cached and Dirty of /proc/meminfo, in KiB. */
+static int meminfo(unsigned long long *cached, unsigned long long *dirty)
+{
+	char line[256];
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		sscanf(line, "Cached: %llu", cached);
+		sscanf(line, "Dirty: %llu", dirty);
+	}
+	fclose(f);
+	return 0;
+}
+
+static int do_watch(long ms)
+{
+	struct sigaction sa = { .sa_handler = on_stop };
+	unsigned long long c = 0, d = 0, c0, d0, pc, pd;
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	if (meminfo(&c, &d) < 0) {
+		perror("/proc/meminfo");
+		return 1;
+	}
+	c0 = pc = c;
+	d0 = pd = d;
+	while (!stop_watch) {
+		nanosleep(&ts, NULL);
+		meminfo(&c, &d);
+		if (c > pc)
+			pc = c;
+		if (d > pd)
+			pd = d;
+	}
+	printf("%llu %llu %llu %llu %llu\n", c0, d0, pc, pd, c);
+	return 0;
+}
+
+static int do_meta(const char *dir, long n, size_t size)
+{
+	char name[64], *buf = calloc(1, size ? size : 1);
+	double t0, t1, t2, t3;
+	struct stat st;
+
+	if (!buf)
+		return 1;
+	memset(buf, 'x', size);
+	t0 = now();
+	for (long i = 0; i < n; i++) {
+		int fd;
+
+		snprintf(name, sizeof(name), "%s/f%07ld", dir, i);
+		fd = open(name, O_WRONLY | O_CREAT | O_EXCL, 0644);
+		if (fd < 0 || (size && write(fd, buf, size) != (ssize_t)size)) {
+			perror(name);
+			return 1;
+		}
+		close(fd);
+	}
+	t1 = now();
+	for (long i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "%s/f%07ld", dir, i);
+		if (stat(name, &st) < 0) {
+			perror(name);
+			return 1;
+		}
+	}
+	t2 = now();
+	for (long i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "%s/f%07ld", dir, i);
+		if (unlink(name) < 0) {
+			perror(name);
+			return 1;
+		}
+	}
+	t3 = now();
+	free(buf);
+	printf("%.3f %.3f %.3f\n", t1 - t0, t2 - t1, t3 - t2);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 5 && strcmp(argv[1], "write") == 0)
@@ -147,9 +339,22 @@ int main(int argc, char **argv)
 			       has(argc, argv, 4, "dontcache") ? DCFS_RWF_DONTCACHE : 0);
 	if (argc == 3 && strcmp(argv[1], "resident") == 0)
 		return do_resident(argv[2]);
+	if (argc == 4 && strcmp(argv[1], "pages") == 0)
+		return do_pages(argv[2], argv[3]);
+	if (argc == 4 && strcmp(argv[1], "survival") == 0)
+		return do_survival(argv[2], argv[3]);
+	if (argc <= 3 && argc >= 2 && strcmp(argv[1], "watch") == 0)
+		return do_watch(argc == 3 ? atol(argv[2]) : 50);
+	if ((argc == 4 || argc == 5) && strcmp(argv[1], "meta") == 0)
+		return do_meta(argv[2], atol(argv[3]),
+			       argc == 5 ? (size_t)parse_size(argv[4]) : 0);
 	fprintf(stderr,
 		"usage: dcfs-io write FILE SIZE BS [dontcache] [fsync]\n"
 		"       dcfs-io read FILE BS [dontcache]\n"
-		"       dcfs-io resident FILE\n");
+		"       dcfs-io resident FILE\n"
+		"       dcfs-io pages FILE OUT\n"
+		"       dcfs-io survival FILE BEFORE\n"
+		"       dcfs-io watch [INTERVAL_MS]\n"
+		"       dcfs-io meta DIR N [SIZE]\n");
 	return 2;
 }
