@@ -149,8 +149,9 @@ static void dcfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct dcfs_file *f = dcfs_file_of(fi);
 
 	(void)ino;
-	f->io->read(req, f, size, off);
+	/* Before the reply: the next request of the stream may follow at once. */
 	io_account(f, off, size);
+	f->io->read(req, f, size, off);
 }
 
 static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino,
@@ -166,8 +167,8 @@ static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, (int)-n);
 		return;
 	}
-	fuse_reply_write(req, (size_t)n);
 	io_account(f, off, (size_t)n);
+	fuse_reply_write(req, (size_t)n);
 }
 
 /*

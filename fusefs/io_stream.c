@@ -25,6 +25,9 @@
 
 static _Atomic uint64_t ra_total;
 
+/* How far out of order requests of one stream may arrive (see io_account). */
+#define SEQ_SLACK ((off_t)4 << 20)
+
 static ssize_t read_uncached(struct dcfs_file *f, void *buf, size_t len,
 			     off_t off)
 {
@@ -187,9 +190,16 @@ static ssize_t stream_write(struct dcfs_file *f, struct fuse_bufvec *in,
 static void stream_release(struct dcfs_file *f)
 {
 	fallback_finish(f);
-	if (f->inval_done < f->seq_next && f->target)
-		notify_inval((uintptr_t)f->inode, f->inval_done,
-			     f->seq_next - f->inval_done);
+	/*
+	 * A switched handle leaves nothing of its stream behind: not in the
+	 * FUSE cache, and not what backing read-ahead brought in around it
+	 * (unless the file was in use when we opened it).
+	 */
+	if (f->target && !f->switch_after) {
+		notify_inval((uintptr_t)f->inode, 0, 0);
+		if (!f->was_resident)
+			drop_written(f, f->pre_lo, f->seq_next + SEQ_SLACK);
+	}
 	if (f->ra_buf) {
 		free(f->ra_buf);
 		atomic_fetch_sub(&ra_total, f->ra_cap);
@@ -205,9 +215,9 @@ const struct dcfs_io io_stream = {
 
 /*
  * The one-way switch of an auto or min_size-deferred handle: from here on
- * its backing I/O is uncached, what it already streamed is dropped from the
- * backing cache (unless the file was in use before) and, by the notify
- * thread, from the FUSE cache.
+ * its backing I/O is uncached, what it already passed through the cache is
+ * dropped from the backing cache (unless the file was in use before) and,
+ * by the notify thread, from the FUSE cache.
  */
 static void switch_now(struct dcfs_file *f)
 {
@@ -218,9 +228,9 @@ static void switch_now(struct dcfs_file *f)
 	set_uncached_flags(f, f->target);
 	stats_add(f->policy, ST_SWITCHED, 1);
 	if (!f->was_resident)
-		drop_written(f, f->seq_start, f->seq_next);
-	notify_inval(ino, f->seq_start, f->seq_next - f->seq_start);
-	f->inval_done = f->seq_next;
+		drop_written(f, f->pre_lo, f->pre_hi);
+	notify_inval(ino, f->pre_lo, f->pre_hi - f->pre_lo);
+	f->inval_done = f->pre_hi;
 	log_debug("ino %llu: switched to %s after %llu bytes\n",
 		  (unsigned long long)f->inode->ino, policy_name(f->policy),
 		  (unsigned long long)f->seq_run);
@@ -235,29 +245,50 @@ static void trail_inval(struct dcfs_file *f)
 {
 	off_t upto = f->seq_next - (off_t)f->window;
 
-	if (upto - f->inval_done < (off_t)f->window)
+	if (upto < f->inval_done + (off_t)f->window)
 		return;
 	notify_inval((uintptr_t)f->inode, f->inval_done, upto - f->inval_done);
 	f->inval_done = upto;
 }
 
+/*
+ * Requests of one stream reach the daemon slightly out of order (kernel
+ * read-ahead is asynchronous and several threads serve it), so a stream
+ * is any run of requests that stay within a slack of its front.
+ */
+static bool continues_stream(const struct dcfs_file *f, off_t off)
+{
+	return f->seq_run && off + SEQ_SLACK >= f->seq_start &&
+	       off <= f->seq_next + SEQ_SLACK;
+}
+
 void io_account(struct dcfs_file *f, off_t off, size_t n)
 {
-	if (f->io != &io_stream || !f->target)
+	off_t end = off + (off_t)n;
+
+	if (f->io != &io_stream || !f->target || !n)
 		return;
 	pthread_mutex_lock(&f->lock);
-	if (off == f->seq_next) {
-		f->seq_run += n;
-	} else {
-		f->seq_run = n;
+	if (!continues_stream(f, off)) {
 		f->seq_start = off;
-		if (!f->switch_after)
-			f->inval_done = off;
+		f->seq_next = off;
+		f->seq_run = 0;
 	}
-	f->seq_next = off + (off_t)n;
-	if (f->switch_after && f->seq_run >= f->switch_after)
-		switch_now(f);
-	else if (!f->switch_after)
+	f->seq_run += n;
+	if (end > f->seq_next)
+		f->seq_next = end;
+	if (f->switch_after) {
+		/* Everything this handle put in the caches before the switch. */
+		if (f->pre_hi == f->pre_lo || off < f->pre_lo)
+			f->pre_lo = off;
+		if (end > f->pre_hi)
+			f->pre_hi = end;
+		if (f->seq_run >= f->switch_after)
+			switch_now(f);
+	} else {
+		if (f->inval_done > f->seq_next)
+			f->inval_done = f->seq_start;
 		trail_inval(f);
+	}
 	pthread_mutex_unlock(&f->lock);
 }

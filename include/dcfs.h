@@ -71,6 +71,7 @@ struct dcfs_file {
 	uint64_t seq_run;
 	off_t seq_start;
 	off_t inval_done; /* FUSE cache of this stream dropped up to here */
+	off_t pre_lo, pre_hi; /* span cached before the switch */
 	uint64_t window;
 	struct probe *probe;
 
