@@ -1,0 +1,659 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# dcfs benchmark: streaming throughput, page-cache footprint and hot-set
+# survival of dcfs against the native filesystem, side by side in one run.
+# See tests/bench/README.md for what every column means.
+#
+#   tests/bench/bench.sh [--quick] [--out DIR] [options]     (as root)
+#
+# Binaries: $DCFS_BIN (default build/dcfs) and $DCFS_IO_BIN (default
+# build/dcfs-io), relative to the repository root.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+DCFS_BIN=${DCFS_BIN:-$REPO/build/dcfs}
+IO=${DCFS_IO_BIN:-$REPO/build/dcfs-io}
+
+OUT=/var/tmp/dcfs-bench
+MODE=full
+RUNS=3
+SIZE=4G          # streamed file at 64 KiB and 1 MiB requests
+SIZE_4K=512M     # streamed file at 4 KiB requests (see README: time budget)
+HOT=2G
+STREAM=8G
+HOT_RUNS=3
+CG_LIMIT=1G
+META_N=100000
+META_RUNS=3
+BSLIST="4K 64K 1M"
+SYSTEMS="nat-buf nat-dc dcfs-cache dcfs-dc dcfs-dc-t1 dcfs-btrfs"
+HOTSYS="nat-buf nat-dc dcfs-cache dcfs-dc dcfs-dc-hotnative dcfs-btrfs"
+DO_STREAM=1 DO_HOT=1 DO_META=1 KEEP=0
+
+usage() {
+	cat <<EOF
+usage: $0 [options]
+  --quick            development sizes: ${SIZE_Q:=512M} file (128M at 4K),
+                     256M hot + 1G stream, 1 run, 10000 meta files
+  --out DIR          output directory (default $OUT)
+  --runs N           runs per measurement, median reported (default $RUNS)
+  --size S           streamed file size at 64K/1M (default $SIZE)
+  --size-4k S        streamed file size at 4K (default $SIZE_4K)
+  --hot S            hot file size (default $HOT)
+  --stream S         bytes streamed past the hot set (default $STREAM)
+  --hot-runs N       hot-set runs (default $HOT_RUNS)
+  --cg-limit S       memory cgroup limit of the hot-set test (default $CG_LIMIT)
+  --meta-files N     files of the metadata test (default $META_N)
+  --bs "LIST"        request sizes (default "$BSLIST")
+  --systems "LIST"   streaming systems (default "$SYSTEMS")
+  --hot-systems "L"  hot-set systems (default "$HOTSYS")
+  --no-stream | --no-hot | --no-meta   skip a part
+  --meta-only        only the metadata test
+  --keep             keep the images
+EOF
+}
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) MODE=quick RUNS=1 SIZE=512M SIZE_4K=128M HOT=256M STREAM=1G
+		 HOT_RUNS=1 META_N=10000 META_RUNS=1 ;;
+	--out) OUT=$2; shift ;;
+	--out=*) OUT=${1#*=} ;;
+	--runs) RUNS=$2; shift ;;
+	--size) SIZE=$2; shift ;;
+	--size-4k) SIZE_4K=$2; shift ;;
+	--hot) HOT=$2; shift ;;
+	--stream) STREAM=$2; shift ;;
+	--hot-runs) HOT_RUNS=$2; shift ;;
+	--cg-limit) CG_LIMIT=$2; shift ;;
+	--meta-files) META_N=$2; shift ;;
+	--bs) BSLIST=$2; shift ;;
+	--systems) SYSTEMS=$2; shift ;;
+	--hot-systems) HOTSYS=$2; shift ;;
+	--no-stream) DO_STREAM=0 ;;
+	--no-hot) DO_HOT=0 ;;
+	--no-meta) DO_META=0 ;;
+	--meta-only) DO_STREAM=0 DO_HOT=0 ;;
+	--keep) KEEP=1 ;;
+	-h|--help) usage; exit 0 ;;
+	*) echo "bench: unknown option $1" >&2; usage >&2; exit 2 ;;
+	esac
+	shift
+done
+
+die() { echo "bench: $*" >&2; exit 1; }
+log() { printf '[%s +%4ds] %s\n' "$(date -u +%H:%M:%S)" $((SECONDS)) "$*" >&2; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (loop devices, drop_caches, cgroups)"
+[ -x "$DCFS_BIN" ] || die "$DCFS_BIN missing (make)"
+[ -x "$IO" ] || die "$IO missing (make)"
+for t in losetup mkfs.ext4 mkfs.btrfs fusermount3 findmnt; do
+	command -v $t >/dev/null || die "$t not found"
+done
+command -v gnuplot >/dev/null || echo "bench: gnuplot not found, no chart" >&2
+
+bytes() { # 4K / 64M / 2G -> bytes
+	local v=${1%[kKmMgG]}
+	case $1 in
+	*[kK]) echo $((v << 10)) ;; *[mM]) echo $((v << 20)) ;;
+	*[gG]) echo $((v << 30)) ;; *) echo "$1" ;;
+	esac
+}
+
+OUT=$(mkdir -p "$OUT" && cd "$OUT" && pwd)
+W=$OUT/work                  # images, mount points, scratch
+RAW=$OUT/raw                 # per-run CSVs
+mkdir -p "$W" "$RAW" "$OUT/logs"
+E=$W/ext4 B=$W/btrfs M=$W/mnt
+LOOPS=() DAEMONS=() FUSEMNTS=() CGS=()
+MEMCG_ROOT=/sys/fs/cgroup/memory$(awk -F: '$2 == "memory" { print $3 }' /proc/self/cgroup)
+MEMCG_ROOT=${MEMCG_ROOT%/}
+
+cleanup() {
+	local rc=$? i
+	trap - EXIT INT TERM
+	set +e
+	for i in "${FUSEMNTS[@]}"; do
+		mountpoint -q "$i" && { fusermount3 -u "$i" || fusermount3 -uz "$i"; }
+	done
+	for i in "${DAEMONS[@]}"; do
+		kill -0 "$i" 2>/dev/null && kill "$i" 2>/dev/null
+		wait "$i" 2>/dev/null
+	done
+	for i in "$E" "$B"; do
+		mountpoint -q "$i" && { umount "$i" || umount -l "$i"; }
+	done
+	for i in "${LOOPS[@]}"; do losetup -d "$i"; done
+	for i in "${CGS[@]}"; do [ -d "$i" ] && rmdir "$i"; done
+	[ "$KEEP" = 1 ] || rm -f "$W/ext4.img" "$W/btrfs.img"
+	rm -rf "$W/tmp"
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+kswapd_scan() { awk '$1 == "pgscan_kswapd" { print $2 }' /proc/vmstat; }
+cpu_ticks() { # utime + stime of all threads of a pid, 0 without one
+	[ -n "${1:-}" ] && [ -r /proc/$1/stat ] || { echo 0; return; }
+	sed 's/.*) //' /proc/$1/stat | awk '{ print $12 + $13 }'
+}
+HZ=$(getconf CLK_TCK)
+
+make_fs() { # kind size dir
+	local img=$W/$1.img loop
+	rm -f "$img"
+	truncate -s "$2" "$img"
+	loop=$(losetup --direct-io=on -f --show "$img")
+	LOOPS+=("$loop")
+	if [ "$1" = ext4 ]; then
+		mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$loop"
+	else
+		mkfs.btrfs -q -f "$loop" >/dev/null
+	fi
+	mkdir -p "$3"
+	mount "$loop" "$3"
+	log "$1 on $loop ($(cat /sys/block/${loop#/dev/}/loop/dio 2>/dev/null || echo ?) = direct-io) at $3"
+}
+
+write_conf() {
+	mkdir -p "$W/conf"
+	printf '[global]\ndefault = dontcache\nmin_size = 0\n' > "$W/conf/dontcache.conf"
+	printf '[global]\ndefault = cache\n' > "$W/conf/cache.conf"
+	# Hot-set mounts: the hot file is ordinary data, *.stream streams.
+	printf '[global]\ndefault = cache\nmin_size = 0\n\n[class bench]\nextensions = stream\npolicy = dontcache\n' \
+		> "$W/conf/hot.conf"
+}
+
+# start_dcfs NAME CONF BACKING MNT CGROUP|"" [extra -o options]
+# Runs the daemon in the foreground (backgrounded here) so its pid is
+# known; with a cgroup it is started from a shell already in it.
+start_dcfs() {
+	local name=$1 conf=$2 back=$3 mnt=$4 cg=$5 extra=${6:-} pid i
+	mkdir -p "$back" "$mnt"
+	(
+		[ -n "$cg" ] && echo $BASHPID > "$cg/tasks"
+		exec "$DCFS_BIN" -f -o "config=$conf${extra:+,$extra}" "$back" "$mnt"
+	) >>"$OUT/logs/dcfs-$name.log" 2>&1 &
+	pid=$!
+	DAEMONS+=("$pid")
+	FUSEMNTS+=("$mnt")
+	for i in $(seq 100); do
+		findmnt -rn -M "$mnt" -t fuse.dcfs >/dev/null 2>&1 && break
+		kill -0 $pid 2>/dev/null || die "dcfs $name died (logs/dcfs-$name.log)"
+		sleep 0.1
+	done
+	findmnt -rn -M "$mnt" -t fuse.dcfs >/dev/null || die "dcfs $name did not mount"
+	eval "PID_${name//-/_}=$pid"
+}
+
+stop_dcfs() { # NAME MNT
+	local v=PID_${1//-/_}
+	fusermount3 -u "$2"
+	wait "${!v}" 2>/dev/null || true
+	eval "$v="
+}
+
+new_cgroup() { # prints the path of a fresh memory cgroup limited to CG_LIMIT
+	local cg=$MEMCG_ROOT/dcfs-bench-$$-$1
+	[ -d "$cg" ] && rmdir "$cg"
+	mkdir "$cg"
+	CGS+=("$cg")
+	echo "$(bytes "$CG_LIMIT")" > "$cg/memory.limit_in_bytes"
+	echo "$cg"
+}
+incg() { # CGROUP CMD... : run CMD inside the cgroup
+	local cg=$1; shift
+	( echo $BASHPID > "$cg/tasks"; exec "$@" )
+}
+
+watch_start() { "$IO" watch 50 > "$W/tmp/watch" & WATCH=$!; }
+watch_stop() { kill -TERM $WATCH; wait $WATCH || true; cat "$W/tmp/watch"; }
+
+# ---------------------------------------------------------------- systems
+# sys_setup SYSTEM -> DIR (where the app does I/O), BDIR (backing dir),
+# FLAG (dontcache for native RWF_DONTCACHE), DPID (daemon pid or empty).
+sys_setup() {
+	FLAG="" DPID=""
+	case $1 in
+	nat-buf) DIR=$E/native BDIR=$DIR ;;
+	nat-dc) DIR=$E/native BDIR=$DIR FLAG=dontcache ;;
+	dcfs-cache) DIR=$M/cache BDIR=$E/cache DPID=$PID_cache ;;
+	dcfs-dc) DIR=$M/dc BDIR=$E/dc DPID=$PID_dc ;;
+	dcfs-dc-t1) DIR=$M/dc1 BDIR=$E/dc1 DPID=$PID_dc1 ;;
+	dcfs-btrfs) DIR=$M/btrfs BDIR=$B/dc DPID=$PID_btrfs ;;
+	nat-buf-btrfs) DIR=$B/native BDIR=$DIR ;;
+	*) die "unknown system $1" ;;
+	esac
+	mkdir -p "$BDIR"
+}
+
+sys_label() {
+	case $1 in
+	nat-buf) echo "native buffered" ;;
+	nat-dc) echo "native RWF_DONTCACHE" ;;
+	dcfs-cache) echo "dcfs cache class" ;;
+	dcfs-dc) echo "dcfs dontcache class" ;;
+	dcfs-dc-t1) echo "dcfs dontcache, max_threads=1" ;;
+	dcfs-btrfs) echo "dcfs dontcache over btrfs (fallback)" ;;
+	nat-buf-btrfs) echo "native buffered, btrfs" ;;
+	dcfs-dc-hotnative) echo "dcfs dontcache class, hot file read natively" ;;
+	*) echo "$1" ;;
+	esac
+}
+
+# One measured operation; appends a CSV line to $RAW/stream.csv:
+# rep,sys,bs,op,bytes,secs,mibs,res_backing,res_fuse,dcached_kb,ddirty_kb,kswapd,cpu_ticks
+one_op() {
+	local rep=$1 sys=$2 bs=$3 op=$4 size=$5 f out k0 k1 c0 c1 w rb rf
+	sys_setup "$sys"
+	f=bench-$bs.dat
+	[ "$op" = write ] && rm -f "$DIR/$f"
+	drop_caches
+	k0=$(kswapd_scan); c0=$(cpu_ticks "$DPID")
+	watch_start
+	if [ "$op" = write ]; then
+		out=$("$IO" write "$DIR/$f" "$size" "$bs" $FLAG fsync)
+	else
+		out=$("$IO" read "$DIR/$f" "$bs" $FLAG)
+	fi
+	w=$(watch_stop)
+	k1=$(kswapd_scan); c1=$(cpu_ticks "$DPID")
+	sleep 0.5 # FUSE release is asynchronous: let it finish
+	rb=$("$IO" resident "$BDIR/$f" | cut -d' ' -f1)
+	rf=-
+	[ "$DIR" != "$BDIR" ] && rf=$("$IO" resident "$DIR/$f" | cut -d' ' -f1)
+	set -- $out; local nb=$1 secs=$2 mibs=$3
+	set -- $w
+	echo "$rep,$sys,$bs,$op,$nb,$secs,$mibs,$rb,$rf,$(($3 - $1)),$(($4 - $2)),$((k1 - k0)),$((c1 - c0))" \
+		>> "$RAW/stream.csv"
+	log "run $rep $sys $bs $op: $mibs MiB/s resident $rb/$rf"
+	[ "$op" = read ] && rm -f "$DIR/$f"
+	return 0
+}
+
+stream_part() {
+	local rep bs sys size
+	: > "$RAW/stream.csv"
+	for rep in $(seq "$RUNS"); do
+		for bs in $BSLIST; do
+			size=$SIZE
+			[ "$(bytes "$bs")" -lt 65536 ] && size=$SIZE_4K
+			for sys in $SYSTEMS; do
+				one_op "$rep" "$sys" "$bs" write "$size"
+				one_op "$rep" "$sys" "$bs" read "$size"
+			done
+		done
+	done
+}
+
+# ---------------------------------------------------------------- hot set
+# One run: the hot reader reads the hot file into cache, then the writer
+# streams STREAM bytes; reader, writer and (for dcfs) the daemon are all in
+# one memory cgroup limited to CG_LIMIT.  Appends to $RAW/hot.csv:
+# rep,sys,hot_pages_before,still,fraction,dcached_end_kb,dcached_peak_kb,stream_mibs,cpu_ticks,cg_max_usage,hot_backing_before,hot_backing_still
+hot_run() {
+	local rep=$1 sys=$2 cg hot stream flag="" name="" mnt="" back pid=""
+	local w c0 c1 sv out svb=" - - " bb="" kb
+	cg=$(new_cgroup "$rep-$sys")
+	case $sys in
+	nat-buf|nat-dc) back=$E/hotset hot=$back/hot.dat stream=$back/s.stream
+		[ "$sys" = nat-dc ] && flag=dontcache ;;
+	dcfs-cache|dcfs-dc|dcfs-dc-hotnative|dcfs-btrfs)
+		back=$E/hotset mnt=$M/hot name=hot
+		[ "$sys" = dcfs-btrfs ] && back=$B/hotset
+		start_dcfs hot "$W/conf/$([ "$sys" = dcfs-cache ] && echo cache || echo hot).conf" \
+			"$back" "$mnt" "$cg"
+		pid=$PID_hot
+		hot=$mnt/hot.dat stream=$mnt/s.stream
+		[ "$sys" = dcfs-dc-hotnative ] && hot=$back/hot.dat
+		[ "$hot" != "$back/hot.dat" ] && bb=$back/hot.dat
+		;;
+	*) die "unknown hot-set system $sys" ;;
+	esac
+	drop_caches
+	incg "$cg" "$IO" read "$hot" 1M >/dev/null
+	"$IO" pages "$hot" "$W/tmp/hot.before" >/dev/null
+	[ -n "$bb" ] && "$IO" pages "$bb" "$W/tmp/hotb.before" >/dev/null
+	c0=$(cpu_ticks "$pid")
+	watch_start
+	out=$(incg "$cg" "$IO" write "$stream" "$STREAM" 1M $flag fsync)
+	w=$(watch_stop)
+	c1=$(cpu_ticks "$pid")
+	sleep 0.5
+	sv=$("$IO" survival "$hot" "$W/tmp/hot.before")
+	[ -n "$bb" ] && svb=$("$IO" survival "$bb" "$W/tmp/hotb.before")
+	kb=$(cat "$cg/memory.max_usage_in_bytes")
+	rm -f "$stream"
+	[ -n "$mnt" ] && stop_dcfs hot "$mnt"
+	set -- $sv; local had=$1 still=$2 frac=$3
+	set -- $svb; local bhad=$1 bstill=$2
+	set -- $w; local dend=$(($5 - $1)) dpeak=$(($3 - $1))
+	set -- $out
+	echo "$rep,$sys,$had,$still,$frac,$dend,$dpeak,$3,$((c1 - c0)),$kb,$bhad,$bstill" >> "$RAW/hot.csv"
+	log "hot run $rep $sys: survival $frac ($still of $had pages) backing $bstill/$bhad, Cached +$((dend / 1024)) MiB, stream $3 MiB/s"
+	rmdir "$cg"
+}
+
+hot_part() {
+	local rep sys d
+	: > "$RAW/hot.csv"
+	for d in "$E/hotset" "$B/hotset"; do
+		case " $HOTSYS " in *" dcfs-btrfs "*) ;; *) [ "$d" = "$B/hotset" ] && continue ;; esac
+		mkdir -p "$d"
+		[ -f "$d/hot.dat" ] && [ "$(stat -c %s "$d/hot.dat")" = "$(bytes "$HOT")" ] ||
+			"$IO" write "$d/hot.dat" "$HOT" 1M fsync >/dev/null
+	done
+	for rep in $(seq "$HOT_RUNS"); do
+		for sys in $HOTSYS; do
+			hot_run "$rep" "$sys"
+		done
+	done
+}
+
+# ---------------------------------------------------------------- metadata
+meta_part() {
+	local rep sys d out
+	: > "$RAW/meta.csv"
+	for rep in $(seq "$META_RUNS"); do
+		for sys in native dcfs; do
+			d=$E/meta-native
+			[ "$sys" = dcfs ] && d=$M/meta
+			rm -rf "$E/meta-native"
+			mkdir -p "$d"
+			drop_caches
+			out=$("$IO" meta "$d" "$META_N" 1K)
+			echo "$rep,$sys,${out// /,}" >> "$RAW/meta.csv"
+			log "meta run $rep $sys: create/stat/unlink $out s"
+		done
+	done
+}
+
+# ---------------------------------------------------------------- report
+median_awk='
+function med(s,   a, n, i, j, t) {
+	n = split(s, a, " ")
+	for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]; a[j + 1] = t }
+	if (n == 0) return ""
+	if (a[1] == "-") return "-"
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}'
+
+# stream.csv -> $RAW/stream-median.csv: sys,bs,op,mibs,res_b,res_f,dcached_mib,ddirty_mib,kswapd,cpu_s_per_gib
+stream_medians() {
+	awk -F, "$median_awk"'
+	{
+		k = $2 "," $3 "," $4
+		if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+		mibs[k] = mibs[k] " " $7; rb[k] = rb[k] " " $8; rf[k] = rf[k] " " $9
+		dc[k] = dc[k] " " $10 / 1024; dd[k] = dd[k] " " $11 / 1024
+		ks[k] = ks[k] " " $12
+		cpu[k] = cpu[k] " " ($13 / hz) / ($5 / 1073741824)
+	}
+	END {
+		for (i = 1; i <= n; i++) { k = order[i]
+			printf "%s,%s,%s,%s,%.0f,%.0f,%s,%.2f\n", k, med(mibs[k]), med(rb[k]), med(rf[k]), med(dc[k]), med(dd[k]), med(ks[k]), med(cpu[k]) }
+	}' hz="$HZ" "$RAW/stream.csv" > "$RAW/stream-median.csv"
+}
+
+fmt_size() { # bytes -> 4 GiB / 512 MiB
+	local b=$1
+	if [ $((b % (1 << 30))) = 0 ]; then echo "$((b >> 30)) GiB"; else echo "$((b >> 20)) MiB"; fi
+}
+
+stream_table() { # op
+	echo "| system | req | MiB/s | × native dontcache | × native buffered | resident pages after (backing) | resident pages after (FUSE) | peak ΔCached MiB | peak ΔDirty MiB | kswapd scan Δ | daemon CPU s/GiB |"
+	echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	awk -F, -v op="$1" '
+	FNR == NR { if ($3 == op) { if ($1 == "nat-dc") dc[$2] = $4; if ($1 == "nat-buf") bu[$2] = $4 }; next }
+	$3 == op {
+		r1 = (dc[$2] > 0) ? sprintf("%.2f", $4 / dc[$2]) : "-"
+		r2 = (bu[$2] > 0) ? sprintf("%.2f", $4 / bu[$2]) : "-"
+		cpu = ($1 ~ /^dcfs/) ? $10 : "-"
+		printf "| %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $4, r1, r2, $5, $6, $7, $8, $9, cpu
+	}' "$RAW/stream-median.csv" "$RAW/stream-median.csv"
+}
+
+hot_medians() {
+	awk -F, "$median_awk"'
+	{
+		k = $2
+		if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+		had[k] = had[k] " " $3; still[k] = still[k] " " $4; fr[k] = fr[k] " " $5
+		de[k] = de[k] " " $6 / 1024; dp[k] = dp[k] " " $7 / 1024; mb[k] = mb[k] " " $8
+		cpu[k] = cpu[k] " " $9; mu[k] = mu[k] " " $10 / 1048576
+		bh[k] = bh[k] " " $11; bs[k] = bs[k] " " $12
+	}
+	END {
+		for (i = 1; i <= n; i++) { k = order[i]
+			printf "%s,%s,%s,%s,%.0f,%.0f,%s,%s,%.0f,%s,%s\n", k, med(had[k]), med(still[k]), med(fr[k]), med(de[k]), med(dp[k]), med(mb[k]), med(cpu[k]), med(mu[k]), med(bh[k]), med(bs[k]) }
+	}' "$RAW/hot.csv" > "$RAW/hot-median.csv"
+}
+
+meta_medians() {
+	awk -F, "$median_awk"'
+	{ c[$2] = c[$2] " " $3; s[$2] = s[$2] " " $4; u[$2] = u[$2] " " $5 }
+	END {
+		split("create stat unlink", ops, " ")
+		nc = med(c["native"]); dc = med(c["dcfs"]); ns = med(s["native"]); ds = med(s["dcfs"])
+		nu = med(u["native"]); du = med(u["dcfs"])
+		printf "| create + write 1 KiB + close | %.3f | %.3f | %.2f |\n", nc, dc, nc > 0 ? dc / nc : 0
+		printf "| stat | %.3f | %.3f | %.2f |\n", ns, ds, ns > 0 ? ds / ns : 0
+		printf "| unlink | %.3f | %.3f | %.2f |\n", nu, du, nu > 0 ? du / nu : 0
+		printf "| total | %.3f | %.3f | %.2f |\n", nc + ns + nu, dc + ds + du, (nc + ns + nu) > 0 ? (dc + ds + du) / (nc + ns + nu) : 0
+	}' "$RAW/meta.csv"
+}
+
+label_rows() { # replaces system ids in column 1 with labels
+	local s script=""
+	for s in $SYSTEMS $HOTSYS; do
+		script+="s/^| $s |/| $(sys_label "$s") |/;"
+	done
+	sed "$script"
+}
+
+targets() {
+	awk -F, -v win_pages="$WINDOW_PAGES" '
+	function g(s, b, o, f) { return v[s "," b "," o, f] }
+	{ for (i = 4; i <= NF; i++) v[$1 "," $2 "," $3, i] = $i }
+	function ratio(b, o) { return (g("nat-dc", b, o, 4) > 0 && g("dcfs-dc", b, o, 4) != "") ? g("dcfs-dc", b, o, 4) / g("nat-dc", b, o, 4) : -1 }
+	function row(what, val, goal, ok) {
+		printf "| %s | %s | %s | %s |\n", what, val, goal, ok ? "met" : "**missed**" }
+	function rrow(b, o, goal,   r) {
+		r = ratio(b, o)
+		if (r < 0) return
+		row("dontcache class " b " " o "s vs native RWF_DONTCACHE", sprintf("%.2f×", r), "≥ " goal "×", r >= goal)
+	}
+	END {
+		rrow("1M", "write", 0.90); rrow("1M", "read", 0.90)
+		rrow("64K", "write", 0.80); rrow("64K", "read", 0.80)
+		rrow("4K", "read", 0.70)
+		n = split(bslist, B, " ")
+		for (i = 1; i <= n; i++) for (o = 1; o <= 2; o++) {
+			op = o == 1 ? "write" : "read"
+			if (g("dcfs-dc", B[i], op, 5) != "") {
+				rb = g("dcfs-dc", B[i], op, 5); rf = g("dcfs-dc", B[i], op, 6)
+				row("dcfs dontcache (ext4) " B[i] " " op ": resident pages after close", rb " + " rf, "0", rb == 0 && (rf == 0 || rf == "-"))
+			}
+			if (g("dcfs-btrfs", B[i], op, 5) != "") {
+				rb = g("dcfs-btrfs", B[i], op, 5); rf = g("dcfs-btrfs", B[i], op, 6)
+				row("dcfs fallback (btrfs) " B[i] " " op ": resident pages after close", rb " + " rf, "≤ " win_pages " (one window)", rb + rf <= win_pages)
+			}
+		}
+	}' bslist="$BSLIST" "$RAW/stream-median.csv"
+}
+
+hot_targets() {
+	awk -F, '$1 == "dcfs-dc" || $1 == "dcfs-dc-hotnative" || $1 == "dcfs-btrfs" {
+		printf "| hot-set survival, %s | %.1f %% | ≥ 95 %% | %s |\n", $1, $4 * 100, $4 >= 0.95 ? "met" : "**missed**" }' \
+		"$RAW/hot-median.csv" | label_rows_hot
+}
+label_rows_hot() {
+	local s script=""
+	for s in $HOTSYS; do script+="s/, $s |/, $(sys_label "$s") |/;"; done
+	sed "$script"
+}
+
+chart() {
+	command -v gnuplot >/dev/null || return 0
+	local bs sys col=2 plotw="" plotr="" ploth=""
+	{
+		printf 'bs'
+		for sys in $SYSTEMS; do printf '\t"%s"' "$(sys_label "$sys")"; done
+		echo
+		for bs in $BSLIST; do
+			printf '%s' "$bs"
+			for sys in $SYSTEMS; do
+				printf '\t%s' "$(awk -F, -v s="$sys" -v b="$bs" '$1 == s && $2 == b && $3 == "write" { print $4 }' "$RAW/stream-median.csv")"
+			done
+			echo
+		done
+	} > "$RAW/chart-write.dat"
+	{
+		printf 'bs'
+		for sys in $SYSTEMS; do printf '\t"%s"' "$(sys_label "$sys")"; done
+		echo
+		for bs in $BSLIST; do
+			printf '%s' "$bs"
+			for sys in $SYSTEMS; do
+				printf '\t%s' "$(awk -F, -v s="$sys" -v b="$bs" '$1 == s && $2 == b && $3 == "read" { print $4 }' "$RAW/stream-median.csv")"
+			done
+			echo
+		done
+	} > "$RAW/chart-read.dat"
+	local n; n=$(echo $SYSTEMS | wc -w)
+	local hotplot=""
+	if [ -s "$RAW/hot-median.csv" ]; then
+		awk -F, '{ printf "\"%s\"\t%.1f\n", $1, $4 * 100 }' "$RAW/hot-median.csv" > "$RAW/chart-hot.dat"
+		hotplot="set title 'hot-set survival (% of resident hot pages kept)'; set ylabel '%'; unset logscale y; set yrange [0:105]; set style fill solid 0.8; set xtics rotate by -20; plot '$RAW/chart-hot.dat' using 2:xtic(1) with boxes notitle, 95 with lines dt 2 title 'target 95 %'"
+	fi
+	gnuplot <<EOF
+set terminal pngcairo size 1400,$([ -n "$hotplot" ] && echo 1500 || echo 1000) font 'sans,10'
+set output '$OUT/bench.png'
+set multiplot layout $([ -n "$hotplot" ] && echo 3 || echo 2),1 title 'dcfs bench ($MODE, $(date -u +%F), median of $RUNS)'
+set style data histogram
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set key outside right top vertical
+set logscale y
+set grid ytics
+set ylabel 'MiB/s (log)'
+set title 'sequential write (fsync included)'
+plot for [i=2:$((n + 1))] '$RAW/chart-write.dat' using i:xtic(1) title columnheader(i)
+set title 'sequential read after drop\_caches'
+plot for [i=2:$((n + 1))] '$RAW/chart-read.dat' using i:xtic(1) title columnheader(i)
+set style data boxes
+set boxwidth 0.6
+$hotplot
+unset multiplot
+EOF
+}
+
+report() {
+	local md=$OUT/bench.md bs sizes=""
+	{
+		echo "# dcfs bench — $MODE mode, $(date -u '+%F %H:%M UTC'), $(uname -r), $(nproc) CPUs"
+		echo
+		echo "Command: \`tests/bench/bench.sh $ARGS\`"
+		echo
+		if [ -s "$RAW/stream-median.csv" ]; then
+			for bs in $BSLIST; do
+				if [ "$(bytes "$bs")" -lt 65536 ]; then sizes+="$bs: $(fmt_size "$(bytes "$SIZE_4K")"), "
+				else sizes+="$bs: $(fmt_size "$(bytes "$SIZE")"), "; fi
+			done
+			echo "## Streaming on a loop-backed ext4 (btrfs for the fallback row), median of $RUNS runs"
+			echo
+			echo "File size per request size: ${sizes%, }.  dcfs rows: the application issues plain"
+			echo "read/write; the class comes from the mount's dcfs.conf.  Ratios are against the"
+			echo "native rows of the same run."
+			echo
+			echo "### Write (sequential, fsync before close)"
+			echo
+			stream_table write | label_rows
+			echo
+			echo "### Read (sequential, after drop_caches)"
+			echo
+			stream_table read | label_rows
+			echo
+		fi
+		if [ -s "$RAW/hot-median.csv" ]; then
+			echo "## Hot-set survival: $(fmt_size "$(bytes "$HOT")") hot file, $(fmt_size "$(bytes "$STREAM")") streamed at 1 MiB, one memory cgroup of $(fmt_size "$(bytes "$CG_LIMIT")") (median of $HOT_RUNS)"
+			echo
+			echo "| system | hot pages resident before | still resident after | survival | ΔCached at end MiB | peak ΔCached MiB | stream MiB/s | daemon CPU s | cgroup max usage MiB | hot backing pages before → after |"
+			echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+			awk -F, '{ cpu = ($1 ~ /^dcfs/) ? sprintf("%.2f", $8 / hz) : "-"
+				bk = ($10 == "-") ? "-" : $10 " → " $11
+				printf "| %s | %s | %s | %.1f %% | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4 * 100, $5, $6, $7, cpu, $9, bk }' \
+				hz="$HZ" "$RAW/hot-median.csv" | label_rows
+			echo
+		fi
+		if [ -s "$RAW/stream-median.csv" ] || [ -s "$RAW/hot-median.csv" ]; then
+			echo "## Targets"
+			echo
+			echo "| target | measured | goal | |"
+			echo "|---|---:|---:|---|"
+			[ -s "$RAW/stream-median.csv" ] && targets
+			[ -s "$RAW/hot-median.csv" ] && hot_targets
+			echo
+		fi
+		if [ -s "$RAW/meta.csv" ]; then
+			echo "## Metadata: $META_N files of 1 KiB in one directory, seconds (median of $META_RUNS)"
+			echo
+			echo "| phase | native ext4 | dcfs (cache class) | dcfs / native |"
+			echo "|---|---:|---:|---:|"
+			meta_medians
+			echo
+		fi
+		[ -s "$OUT/bench.png" ] && echo "Chart: bench.png"
+		echo "Elapsed: $((SECONDS / 60)) min $((SECONDS % 60)) s"
+	} > "$md"
+	cat "$md"
+}
+
+# ---------------------------------------------------------------- main
+ARGS="$*"
+log "mode $MODE, output $OUT, dcfs $DCFS_BIN"
+mkdir -p "$W/tmp" "$M"
+WINDOW_PAGES=$((8 << 20 >> 12)) # dcfs.conf window default 8M, in 4 KiB pages
+write_conf
+make_fs ext4 "$( [ $MODE = quick ] && echo 8G || echo 16G )" "$E"
+case " $SYSTEMS $HOTSYS " in *btrfs*)
+	[ $DO_STREAM = 1 ] || [ $DO_HOT = 1 ] &&
+		make_fs btrfs "$( [ $MODE = quick ] && echo 6G || echo 14G )" "$B" ;;
+esac
+PID_cache="" PID_dc="" PID_dc1="" PID_btrfs="" PID_hot=""
+rm -f "$RAW"/*.csv "$OUT/bench.png"
+
+if [ $DO_STREAM = 1 ]; then
+	start_dcfs cache "$W/conf/cache.conf" "$E/cache" "$M/cache" ""
+	start_dcfs dc "$W/conf/dontcache.conf" "$E/dc" "$M/dc" ""
+	case " $SYSTEMS " in *" dcfs-dc-t1 "*)
+		start_dcfs dc1 "$W/conf/dontcache.conf" "$E/dc1" "$M/dc1" "" max_threads=1 ;; esac
+	case " $SYSTEMS " in *" dcfs-btrfs "*)
+		start_dcfs btrfs "$W/conf/dontcache.conf" "$B/dc" "$M/btrfs" "" ;; esac
+	log "streaming part: $SYSTEMS × $BSLIST × $RUNS runs"
+	stream_part
+	for s in cache dc dc1 btrfs; do
+		v=PID_$s
+		if [ -n "${!v}" ]; then
+			"$DCFS_BIN" stat "$M/$s" > "$OUT/logs/dcfs-stat-$s.txt" 2>&1 || true
+			stop_dcfs $s "$M/$s"
+		fi
+	done
+	stream_medians
+fi
+if [ $DO_HOT = 1 ]; then
+	log "hot-set part: $HOTSYS × $HOT_RUNS runs"
+	hot_part
+	hot_medians
+fi
+if [ $DO_META = 1 ]; then
+	log "metadata part: $META_N files × $META_RUNS runs"
+	start_dcfs meta "$W/conf/cache.conf" "$E/meta-dcfs" "$M/meta" ""
+	meta_part
+	stop_dcfs meta "$M/meta"
+fi
+chart || log "gnuplot failed"
+report
+log "done: $OUT/bench.md $OUT/bench.png"
