@@ -71,8 +71,12 @@ deps:
 		fi; \
 	fi
 
+man-check:
+	@out=$$(for m in man/*.[58]; do groff -man -ww -z $$m 2>&1 | sed "s|^|$$m: |"; done); \
+	if [ -n "$$out" ]; then echo "$$out"; exit 1; fi; echo "man pages render cleanly"
+
 check: deps
-	$(MAKE) all $(B)/dcfs-tests
+	$(MAKE) all $(B)/dcfs-tests man-check
 	DCFS_BIN=$(abspath $(B)/dcfs) MOUNT_DCFS_BIN=$(abspath $(B)/mount.dcfs) \
 		$(B)/dcfs-tests
 
