@@ -19,6 +19,9 @@
 
 #define TABLE_MIN_BUCKETS 1024
 
+/* Inodes taken out of the table while the kernel still holds them. */
+static struct dcfs_inode *detached;
+
 static size_t bucket_of(dev_t dev, ino_t ino, size_t nbuckets)
 {
 	uint64_t h = (uint64_t)ino * 0x9e3779b97f4a7c15ULL ^ (uint64_t)dev;
@@ -75,18 +78,25 @@ static void table_insert(struct dcfs_inode *inode)
 	dcfs.ninodes++;
 }
 
-static void table_remove(struct dcfs_inode *inode)
+static bool chain_remove(struct dcfs_inode **pp, struct dcfs_inode *inode)
 {
-	struct dcfs_inode **pp;
-
-	pp = &dcfs.buckets[bucket_of(inode->dev, inode->ino, dcfs.nbuckets)];
 	for (; *pp; pp = &(*pp)->hnext) {
 		if (*pp == inode) {
 			*pp = inode->hnext;
-			dcfs.ninodes--;
-			return;
+			return true;
 		}
 	}
+	return false;
+}
+
+static void table_remove(struct dcfs_inode *inode)
+{
+	size_t b = bucket_of(inode->dev, inode->ino, dcfs.nbuckets);
+
+	if (chain_remove(&dcfs.buckets[b], inode))
+		dcfs.ninodes--;
+	else
+		chain_remove(&detached, inode);
 }
 
 int inode_table_init(const char *backing)
@@ -129,6 +139,13 @@ void inode_table_destroy(void)
 	}
 	free(dcfs.buckets);
 	dcfs.buckets = NULL;
+	while (detached) {
+		struct dcfs_inode *next = detached->hnext;
+
+		close(detached->fd);
+		free(detached);
+		detached = next;
+	}
 	if (dcfs.root.fd >= 0)
 		close(dcfs.root.fd);
 	dcfs.root.fd = -1;
@@ -146,6 +163,20 @@ int inode_stat(struct dcfs_inode *inode, struct stat *st)
 }
 
 /*
+ * An inode number is reused once its file is gone.  If the kernel still
+ * holds the old inode (an open, unlinked file), the entry found under the
+ * number is a different object: take it out of the table (it lives on
+ * until forgotten) so the new file gets an entry of its own.
+ */
+static bool is_stale(struct dcfs_inode *inode)
+{
+	struct stat st;
+
+	return inode != &dcfs.root && fstat(inode->fd, &st) == 0 &&
+	       st.st_nlink == 0;
+}
+
+/*
  * Returns the table's inode for (st->st_dev, st->st_ino) with its lookup
  * count raised by one, taking ownership of fd (closed if the inode was
  * already known).
@@ -156,6 +187,12 @@ static struct dcfs_inode *inode_get(int fd, const struct stat *st)
 
 	pthread_mutex_lock(&dcfs.table_lock);
 	inode = table_find(st->st_dev, st->st_ino);
+	if (inode && st->st_nlink > 0 && is_stale(inode)) {
+		table_remove(inode);
+		inode->hnext = detached;
+		detached = inode;
+		inode = NULL;
+	}
 	if (inode) {
 		inode->nlookup++;
 		pthread_mutex_unlock(&dcfs.table_lock);
