@@ -31,7 +31,7 @@ enum section { SEC_NONE, SEC_GLOBAL, SEC_CLASS, SEC_DIR, SEC_PROCESS, SEC_BAD };
 struct pending_map {
 	size_t dir_idx;
 	char *class_name;
-	enum dcfs_policy policy;
+	char *value;
 	int line;
 };
 
@@ -89,7 +89,7 @@ int size_parse(const char *s, uint64_t *out)
 	errno = 0;
 	v = strtoull(s, &end, 10);
 	if (errno)
-		return -EINVAL;
+		return errno == ERANGE ? -ERANGE : -EINVAL;
 	switch (toupper((unsigned char)*end)) {
 	case 'K': shift = 10; end++; break;
 	case 'M': shift = 20; end++; break;
@@ -187,6 +187,10 @@ static void forget_keys(struct parse_state *ps)
 static bool key_seen_before(struct parse_state *ps, const char *key)
 {
 	char **slot;
+
+	/* "default" is another name for "policy": both at once is a duplicate. */
+	if (!strcasecmp(key, "default"))
+		key = "policy";
 
 	for (size_t i = 0; i < ps->n_keys; i++)
 		if (strcasecmp(ps->keys[i], key) == 0)
@@ -398,26 +402,31 @@ static char *read_line(char *str, int num, void *stream)
 {
 	struct parse_state *ps = stream;
 	ssize_t n = getline(&ps->buf, &ps->cap, ps->fp);
-	char check[MAX_LINE];
+	char *line = ps->buf;
 
 	if (n < 0)
 		return NULL;
 	ps->lineno++;
-	if (memchr(ps->buf, '\0', (size_t)n)) {
+	if (ps->lineno == 1 && n >= 3 && memcmp(line, "\xef\xbb\xbf", 3) == 0) {
+		line += 3; /* UTF-8 byte order mark */
+		n -= 3;
+	}
+	if (memchr(line, '\0', (size_t)n)) {
 		error_at(ps, ps->lineno, "NUL byte in line");
 		goto skip;
 	}
-	if (n >= num - 2 || n >= MAX_LINE - 1) {
-		error_at(ps, ps->lineno, "line longer than %d characters", num - 3);
+	if (n > MAX_LINE || n >= num - 1) {
+		error_at(ps, ps->lineno, "line longer than %d characters",
+			 MAX_LINE < num - 2 ? MAX_LINE : num - 2);
 		goto skip;
 	}
-	memcpy(str, ps->buf, (size_t)n + 1);
-	memcpy(check, ps->buf, (size_t)n + 1);
-	if (!check_line(ps, check))
+	memcpy(str, line, (size_t)n + 1);
+	if (!check_line(ps, str))
 		goto skip;
-	/* Section headers are handled above; inih need not see them. */
-	if (*trim(check) == '\0' && strchr(str, '['))
+	/* Section headers were handled by check_line(): inih never sees them. */
+	if (*trim(str) == '[')
 		goto skip;
+	memcpy(str, line, (size_t)n + 1);
 	return str;
 skip:
 	/* A blank line keeps inih's line count in step with ours. */
@@ -468,7 +477,7 @@ static void global_key(struct parse_state *ps, const char *key,
 		       const char *value)
 {
 	struct dcfs_config *cfg = ps->cfg;
-	uint64_t v;
+	uint64_t v = 0;
 
 	if (!strcasecmp(key, "default") || !strcasecmp(key, "policy")) {
 		set_policy(ps, value, &cfg->default_policy, NULL);
@@ -544,7 +553,7 @@ static void dir_key(struct parse_state *ps, const char *key, const char *value)
 {
 	struct cfg_dir *d = &ps->cfg->dirs[ps->idx];
 	struct pending_map *pm;
-	uint64_t v;
+	uint64_t v = 0;
 
 	if (!strcasecmp(key, "policy") || !strcasecmp(key, "default")) {
 		set_policy(ps, value, &d->policy, &d->policy_line);
@@ -554,19 +563,13 @@ static void dir_key(struct parse_state *ps, const char *key, const char *value)
 			d->min_size_line = ps->lineno;
 		}
 	} else {
-		enum dcfs_policy p;
-
-		if (policy_parse(value, &p) < 0) {
-			set_policy(ps, value, &p, NULL);
-			return;
-		}
 		/* Class names are resolved once the whole file is read. */
 		pm = array_push(&ps->pending, &ps->n_pending, sizeof(*pm));
 		if (!pm)
 			return;
 		pm->dir_idx = ps->idx;
 		pm->class_name = strdup(key);
-		pm->policy = p;
+		pm->value = strdup(value);
 		pm->line = ps->lineno;
 	}
 }
@@ -590,7 +593,8 @@ static int on_key(void *user, const char *section, const char *key,
 	struct parse_state *ps = user;
 
 	(void)section;
-	if (ps->sec != SEC_BAD && key_seen_before(ps, key)) {
+	if (ps->sec != SEC_BAD && ps->sec != SEC_NONE &&
+	    key_seen_before(ps, key)) {
 		error_at(ps, ps->lineno, "duplicate key '%s'", key);
 		return 1;
 	}
@@ -632,11 +636,12 @@ static void resolve_class_maps(struct parse_state *ps)
 			continue;
 		}
 		m = array_push(&d->maps, &d->n_maps, sizeof(*m));
-		if (m) {
-			m->class_idx = (size_t)ci;
-			m->policy = pm->policy;
-			m->line = pm->line;
-		}
+		if (!m)
+			continue;
+		m->class_idx = (size_t)ci;
+		m->line = pm->line;
+		ps->lineno = pm->line;
+		set_policy(ps, pm->value, &m->policy, NULL);
 	}
 }
 
@@ -690,8 +695,10 @@ struct dcfs_config *config_defaults(void)
 static void parse_state_free(struct parse_state *ps)
 {
 	forget_keys(ps);
-	for (size_t i = 0; i < ps->n_pending; i++)
+	for (size_t i = 0; i < ps->n_pending; i++) {
 		free(ps->pending[i].class_name);
+		free(ps->pending[i].value);
+	}
 	free(ps->pending);
 	free(ps->buf);
 }
@@ -709,7 +716,8 @@ int config_load_stream(const char *name, FILE *fp, struct dcfs_config **out,
 	/* Continuation lines would hide mistakes; ';' and '#' start comments. */
 	ini_allow_multiline = false;
 	ini_inline_comment_prefixes = ";#";
-	ini_max_line = MAX_LINE;
+	ini_max_line = MAX_LINE + 2;
+	ini_initial_alloc = MAX_LINE + 2; /* the heap buffer never grows */
 	ini_use_stack = false;
 	ret = ini_parse_stream(read_line, &ps, on_key, &ps);
 	if (ret == -1 || ferror(fp))

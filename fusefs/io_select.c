@@ -105,7 +105,11 @@ static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 	}
 	f->probe = probe_get(f->fd);
 	if (d->policy == POLICY_AUTO)
-		start_deferred(f, POLICY_DONTCACHE, cfg->auto_threshold, fi);
+		/* A small file being written is also held back by min_size. */
+		start_deferred(f, POLICY_DONTCACHE,
+			       d->deferred && (uint64_t)d->min_size > cfg->auto_threshold ?
+				       (uint64_t)d->min_size : cfg->auto_threshold,
+			       fi);
 	else if (d->deferred)
 		start_deferred(f, d->policy, (uint64_t)d->min_size, fi);
 	else {

@@ -223,8 +223,8 @@ static void switch_now(struct dcfs_file *f)
 {
 	fuse_ino_t ino = (uintptr_t)f->inode;
 
+	/* Counters stay with the class decided at open (auto, or deferred). */
 	f->switch_after = 0;
-	f->policy = f->target;
 	set_uncached_flags(f, f->target);
 	stats_add(f->policy, ST_SWITCHED, 1);
 	if (!f->was_resident)
@@ -232,7 +232,7 @@ static void switch_now(struct dcfs_file *f)
 	notify_inval(ino, f->pre_lo, f->pre_hi - f->pre_lo);
 	f->inval_done = f->pre_hi;
 	log_debug("ino %llu: switched to %s after %llu bytes\n",
-		  (unsigned long long)f->inode->ino, policy_name(f->policy),
+		  (unsigned long long)f->inode->ino, policy_name(f->target),
 		  (unsigned long long)f->seq_run);
 }
 

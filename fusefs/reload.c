@@ -35,8 +35,8 @@ static void reload(void)
 	}
 	config_summary(cfg, summary, sizeof(summary));
 	config_install(cfg);
-	if (cfg->log_level >= 0)
-		dcfs_log_set_level(dcfs.opt.debug ? FUSE_LOG_DEBUG : cfg->log_level);
+	if (!dcfs.opt.debug)
+		dcfs_log_set_level(cfg->log_level >= 0 ? cfg->log_level : FUSE_LOG_INFO);
 	log_info("reloaded %s\n", summary);
 }
 
