@@ -19,7 +19,7 @@ OUT=/var/tmp/dcfs-bench
 MODE=full
 RUNS=3
 SIZE=4G          # streamed file at 64 KiB and 1 MiB requests
-SIZE_4K=512M     # streamed file at 4 KiB requests (see README: time budget)
+SIZE_4K=256M     # streamed file at 4 KiB requests (see README: time budget)
 HOT=2G
 STREAM=8G
 HOT_RUNS=3
@@ -28,7 +28,8 @@ META_N=100000
 META_RUNS=3
 BSLIST="4K 64K 1M"
 SYSTEMS="nat-buf nat-dc dcfs-cache dcfs-dc dcfs-dc-t1 dcfs-btrfs"
-HOTSYS="nat-buf nat-dc dcfs-cache dcfs-dc dcfs-dc-hotnative dcfs-btrfs"
+HOTSYS="nat-buf nat-dc dcfs-dc dcfs-btrfs"
+HOTSYS_ALL="nat-buf nat-dc dcfs-cache dcfs-dc dcfs-dc-hotnative dcfs-btrfs"
 DO_STREAM=1 DO_HOT=1 DO_META=1 KEEP=0 REPORT_ONLY=0
 
 usage() {
@@ -47,7 +48,8 @@ usage: $0 [options]
   --meta-files N     files of the metadata test (default $META_N)
   --bs "LIST"        request sizes (default "$BSLIST")
   --systems "LIST"   streaming systems (default "$SYSTEMS")
-  --hot-systems "L"  hot-set systems (default "$HOTSYS")
+  --hot-systems "L"  hot-set systems (default "$HOTSYS";
+                     all: "$HOTSYS_ALL", the --quick default)
   --no-stream | --no-hot | --no-meta   skip a part
   --meta-only        only the metadata test
   --keep             keep the images
@@ -60,7 +62,7 @@ WINDOW_PAGES=$((8 << 20 >> 12)) # dcfs.conf window default 8M, in 4 KiB pages
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) MODE=quick RUNS=1 SIZE=512M SIZE_4K=128M HOT=256M STREAM=1G
-		 HOT_RUNS=1 META_N=10000 META_RUNS=1 ;;
+		 HOT_RUNS=1 META_N=10000 META_RUNS=1 HOTSYS=$HOTSYS_ALL ;;
 	--out) OUT=$2; shift ;;
 	--out=*) OUT=${1#*=} ;;
 	--runs) RUNS=$2; shift ;;
@@ -212,8 +214,19 @@ incg() { # CGROUP CMD... : run CMD inside the cgroup
 	( echo $BASHPID > "$cg/tasks"; exec "$@" )
 }
 
-watch_start() { "$IO" watch 50 > "$W/tmp/watch" & WATCH=$!; }
-watch_stop() { kill -TERM $WATCH; wait $WATCH || true; cat "$W/tmp/watch"; }
+watch_start() { # waits until the sampler has its first sample
+	rm -f "$W/tmp/watch.ready"
+	"$IO" watch 50 "$W/tmp/watch.ready" > "$W/tmp/watch" & WATCH=$!
+	while [ ! -e "$W/tmp/watch.ready" ] && kill -0 $WATCH 2>/dev/null; do sleep 0.01; done
+}
+watch_stop() {
+	local w
+	kill -TERM $WATCH; wait $WATCH || true
+	w=$(cat "$W/tmp/watch")
+	set -- $w
+	[ $# = 5 ] || { log "warning: meminfo sampler said '$w'"; w="0 0 0 0 0"; }
+	echo "$w"
+}
 
 # ---------------------------------------------------------------- systems
 # sys_setup SYSTEM -> DIR (where the app does I/O), BDIR (backing dir),
@@ -258,11 +271,15 @@ one_op() {
 	k0=$(kswapd_scan); c0=$(cpu_ticks "$DPID")
 	watch_start
 	if [ "$op" = write ]; then
-		out=$("$IO" write "$DIR/$f" "$size" "$bs" $FLAG fsync)
+		out=$("$IO" write "$DIR/$f" "$size" "$bs" $FLAG fsync) || out=""
 	else
-		out=$("$IO" read "$DIR/$f" "$bs" $FLAG)
+		out=$("$IO" read "$DIR/$f" "$bs" $FLAG) || out=""
 	fi
 	w=$(watch_stop)
+	if [ -z "$out" ]; then
+		log "run $rep $sys $bs $op FAILED (not counted)"
+		return 0
+	fi
 	k1=$(kswapd_scan); c1=$(cpu_ticks "$DPID")
 	sleep 0.5 # FUSE release is asynchronous: let it finish
 	rb=$("$IO" resident "$BDIR/$f" | cut -d' ' -f1)

@@ -7,7 +7,7 @@
  *   dcfs-io resident FILE                            cached pages (cachestat)
  *   dcfs-io pages FILE OUT                           residency bitmap (mincore)
  *   dcfs-io survival FILE BEFORE                     pages of BEFORE still resident
- *   dcfs-io watch [INTERVAL_MS]                      peak Cached/Dirty until SIGTERM
+ *   dcfs-io watch [INTERVAL_MS [READY]]              peak Cached/Dirty until SIGTERM
  *   dcfs-io meta DIR N [SIZE]                        create/stat/unlink N files
  *
  * It passes RWF_DONTCACHE as 0x80 itself: Debian 12's fio 3.33 sends 0x40
@@ -17,7 +17,7 @@
  * pages writes one byte per page of FILE (1: resident) as mincore(2) sees
  * it, without faulting anything in; survival compares FILE now with such a
  * bitmap and prints "before still fraction".  watch samples /proc/meminfo
- * and, on SIGTERM/SIGINT, prints "start_cached start_dirty peak_cached
+ * (creating READY once it has the first sample) and, on SIGTERM/SIGINT, prints "start_cached start_dirty peak_cached
  * peak_dirty end_cached" in KiB.  meta prints "create_s stat_s unlink_s".
  */
 #include <errno.h>
@@ -258,7 +258,7 @@ static int meminfo(unsigned long long *cached, unsigned long long *dirty)
 	return 0;
 }
 
-static int do_watch(long ms)
+static int do_watch(long ms, const char *ready)
 {
 	struct sigaction sa = { .sa_handler = on_stop };
 	unsigned long long c = 0, d = 0, c0, d0, pc, pd;
@@ -272,6 +272,12 @@ static int do_watch(long ms)
 	}
 	c0 = pc = c;
 	d0 = pd = d;
+	if (ready) {
+		int fd = open(ready, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		if (fd >= 0)
+			close(fd);
+	}
 	while (!stop_watch) {
 		nanosleep(&ts, NULL);
 		meminfo(&c, &d);
@@ -343,8 +349,9 @@ int main(int argc, char **argv)
 		return do_pages(argv[2], argv[3]);
 	if (argc == 4 && strcmp(argv[1], "survival") == 0)
 		return do_survival(argv[2], argv[3]);
-	if (argc <= 3 && argc >= 2 && strcmp(argv[1], "watch") == 0)
-		return do_watch(argc == 3 ? atol(argv[2]) : 50);
+	if (argc <= 4 && argc >= 2 && strcmp(argv[1], "watch") == 0)
+		return do_watch(argc >= 3 ? atol(argv[2]) : 50,
+				argc == 4 ? argv[3] : NULL);
 	if ((argc == 4 || argc == 5) && strcmp(argv[1], "meta") == 0)
 		return do_meta(argv[2], atol(argv[3]),
 			       argc == 5 ? (size_t)parse_size(argv[4]) : 0);
@@ -354,7 +361,7 @@ int main(int argc, char **argv)
 		"       dcfs-io resident FILE\n"
 		"       dcfs-io pages FILE OUT\n"
 		"       dcfs-io survival FILE BEFORE\n"
-		"       dcfs-io watch [INTERVAL_MS]\n"
+		"       dcfs-io watch [INTERVAL_MS [READY]]\n"
 		"       dcfs-io meta DIR N [SIZE]\n");
 	return 2;
 }
