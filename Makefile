@@ -100,10 +100,14 @@ build-asan/dcfs: $(ASAN_OBJS)
 
 check-asan: deps
 	$(MAKE) all $(B)/dcfs-tests build-asan/dcfs
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=99 \
-	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 DCFS_SANITIZED=1 \
-	DCFS_BIN=$(abspath build-asan/dcfs) MOUNT_DCFS_BIN=$(abspath $(B)/mount.dcfs) \
-		$(B)/dcfs-tests
+	rm -f build-asan/report.*
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=99:log_path=$(abspath build-asan)/report \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(abspath build-asan)/report \
+	DCFS_SANITIZED=1 DCFS_BIN=$(abspath build-asan/dcfs) MOUNT_DCFS_BIN=$(abspath $(B)/mount.dcfs) \
+		$(B)/dcfs-tests; status=$$?; \
+	if ls build-asan/report.* >/dev/null 2>&1; then \
+		echo "sanitizer reports:"; cat build-asan/report.*; exit 1; fi; \
+	exit $$status
 
 # Bounded libFuzzer run of the config parser and matcher.
 FUZZ_SECONDS ?= 60

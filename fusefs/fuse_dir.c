@@ -18,7 +18,41 @@ struct dcfs_dir {
 	DIR *dp;
 	struct dirent *entry; /* read but not yet handed to the kernel */
 	off_t offset;
+	struct dcfs_dir *prev, *next; /* open handles, for teardown */
 };
+
+static struct dcfs_dir *open_dirs;
+static pthread_mutex_t dirs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void dir_link(struct dcfs_dir *d)
+{
+	pthread_mutex_lock(&dirs_lock);
+	d->next = open_dirs;
+	if (open_dirs)
+		open_dirs->prev = d;
+	open_dirs = d;
+	pthread_mutex_unlock(&dirs_lock);
+}
+
+static void dir_free(struct dcfs_dir *d)
+{
+	pthread_mutex_lock(&dirs_lock);
+	if (d->prev)
+		d->prev->next = d->next;
+	else
+		open_dirs = d->next;
+	if (d->next)
+		d->next->prev = d->prev;
+	pthread_mutex_unlock(&dirs_lock);
+	closedir(d->dp);
+	free(d);
+}
+
+void dirs_release_all(void)
+{
+	while (open_dirs)
+		dir_free(open_dirs);
+}
 
 static struct dcfs_dir *dir_of(struct fuse_file_info *fi)
 {
@@ -46,11 +80,9 @@ static void dcfs_opendir(fuse_req_t req, fuse_ino_t ino,
 		goto out_free;
 	}
 	fi->fh = (uintptr_t)d;
-	if (fuse_reply_open(req, fi) == -ENOENT) {
-		/* Interrupted: the kernel will never release this handle. */
-		closedir(d->dp);
-		free(d);
-	}
+	dir_link(d);
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		dir_free(d); /* interrupted: the kernel will never release it */
 	return;
 out_free:
 	free(d);
@@ -159,8 +191,7 @@ static void dcfs_releasedir(fuse_req_t req, fuse_ino_t ino,
 	struct dcfs_dir *d = dir_of(fi);
 
 	(void)ino;
-	closedir(d->dp);
-	free(d);
+	dir_free(d);
 	fuse_reply_err(req, 0);
 }
 

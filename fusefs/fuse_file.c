@@ -29,6 +29,35 @@ static int backing_flags(int flags)
 	return (flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_DIRECT)) | O_CLOEXEC;
 }
 
+/*
+ * Every open handle is on a list, so that handles the kernel never
+ * releases (a lazy unmount with files still open) are freed at teardown.
+ */
+static struct dcfs_file *open_files;
+static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void files_link(struct dcfs_file *f)
+{
+	pthread_mutex_lock(&files_lock);
+	f->next = open_files;
+	if (open_files)
+		open_files->prev = f;
+	open_files = f;
+	pthread_mutex_unlock(&files_lock);
+}
+
+static void files_unlink(struct dcfs_file *f)
+{
+	pthread_mutex_lock(&files_lock);
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		open_files = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	pthread_mutex_unlock(&files_lock);
+}
+
 static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
 		    int flags, struct fuse_file_info *fi)
 {
@@ -49,16 +78,24 @@ static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
 		return err;
 	}
 	fi->fh = (uintptr_t)f;
+	files_link(f);
 	return 0;
 }
 
 static void file_free(struct dcfs_file *f)
 {
+	files_unlink(f);
 	if (f->io->release)
 		f->io->release(f);
 	close(f->fd);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
+}
+
+void files_release_all(void)
+{
+	while (open_files)
+		file_free(open_files);
 }
 
 /* Read-ahead buffers of every handle of the inode are stale now. */
@@ -159,9 +196,11 @@ static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 			   struct fuse_file_info *fi)
 {
 	struct dcfs_file *f = dcfs_file_of(fi);
+	int how = creds_io_begin(req);
 	ssize_t n = f->io->write(f, in, off);
 
 	(void)ino;
+	creds_io_end(how);
 	data_changed(f->inode);
 	if (n < 0) {
 		fuse_reply_err(req, (int)-n);
@@ -205,10 +244,12 @@ static void dcfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 static void dcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 			   off_t off, off_t len, struct fuse_file_info *fi)
 {
+	int how = creds_io_begin(req);
 	int err = (int)dcfs_err(
 		fallocate(dcfs_file_of(fi)->fd, mode, off, len));
 
 	(void)ino;
+	creds_io_end(how);
 	data_changed(dcfs_file_of(fi)->inode);
 	fuse_reply_err(req, -err);
 }
@@ -233,13 +274,16 @@ static void dcfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 {
 	loff_t in = off_in, out = off_out;
 	ssize_t n;
+	int how;
 
 	(void)ino_in;
 	(void)ino_out;
 	data_changed(dcfs_file_of(fi_out)->inode);
+	how = creds_io_begin(req);
 	n = copy_file_range(dcfs_file_of(fi_in)->fd, &in,
 			    dcfs_file_of(fi_out)->fd, &out, len,
 			    (unsigned int)flags);
+	creds_io_end(how);
 	if (n < 0)
 		fuse_reply_err(req, errno);
 	else

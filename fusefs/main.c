@@ -43,6 +43,8 @@ static void dcfs_init(void *userdata, struct fuse_conn_info *conn)
 static void dcfs_destroy(void *userdata)
 {
 	(void)userdata;
+	files_release_all();
+	dirs_release_all();
 	inode_table_destroy();
 }
 
@@ -149,6 +151,7 @@ static int run(struct fuse_args *args)
 	if (fuse_daemonize(dcfs.opt.foreground) != 0)
 		goto out_unmount;
 	/* Threads only after fuse_daemonize(): they would not survive its fork. */
+	creds_drop_reserve();
 	if (reload_start() < 0 || notify_start(se) < 0)
 		goto out_unmount;
 	ret = serve(se) ? 1 : 0;
@@ -163,40 +166,71 @@ out_destroy:
 	return ret;
 }
 
-int main(int argc, char *argv[])
+static void free_state(struct fuse_args *args)
 {
-	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	int err, ret;
+	struct dcfs_config *cfg = config_get();
 
-	if (argc >= 2 && strcmp(argv[1], "--check-config") == 0)
-		return cmd_check_config(argc, argv);
-	if (argc >= 2 && strcmp(argv[1], "stat") == 0)
-		return cmd_stat(argc, argv);
-	dcfs_log_init(true, 0);
-	if (options_parse(&args, &dcfs.opt) < 0)
-		return 1;
-	if (dcfs.opt.show_help) {
-		options_usage(argv[0]);
-		return 0;
+	/* Once for our reference, once for the installed one. */
+	if (cfg) {
+		config_put(cfg);
+		config_put(cfg);
 	}
-	if (dcfs.opt.show_version) {
-		printf("dcfs %s (libfuse %s)\n", DCFS_VERSION,
-		       fuse_pkgversion());
+	fuse_opt_free_args(args);
+	free(dcfs.opt.backing);
+	free(dcfs.opt.mountpoint);
+	free(dcfs.opt.config);
+}
+
+/* Everything before the mount: nothing is mounted unless this returns 0. */
+static int prepare(struct fuse_args *args, const char *prog, bool *done)
+{
+	int err;
+
+	*done = false;
+	if (options_parse(args, &dcfs.opt) < 0)
+		return 1;
+	if (dcfs.opt.show_help || dcfs.opt.show_version) {
+		if (dcfs.opt.show_help)
+			options_usage(prog);
+		else
+			printf("dcfs %s (libfuse %s)\n", DCFS_VERSION,
+			       fuse_pkgversion());
+		*done = true;
 		return 0;
 	}
 	if (options_validate(&dcfs.opt) < 0 || resolve_paths(&dcfs.opt) < 0 ||
 	    load_config() < 0)
 		return 1;
 	dcfs.privileged = geteuid() == 0;
-	/* Modes arrive with the caller's umask already applied. */
-	umask(0);
 	err = inode_table_init(dcfs.opt.backing);
 	if (err) {
 		fprintf(stderr, "dcfs: %s: %s\n", dcfs.opt.backing,
 			strerror(-err));
 		return 1;
 	}
-	ret = run(&args);
-	fuse_opt_free_args(&args);
+	return 0;
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	bool done;
+	int ret;
+
+	if (argc >= 2 && strcmp(argv[1], "--check-config") == 0)
+		return cmd_check_config(argc, argv);
+	if (argc >= 2 && strcmp(argv[1], "stat") == 0)
+		return cmd_stat(argc, argv);
+	dcfs_log_init(true, 0);
+	/* Modes arrive with the caller's umask already applied. */
+	umask(0);
+	ret = prepare(&args, argv[0], &done);
+	if (ret == 0 && !done) {
+		ret = run(&args);
+		/* destroy() did not run if the mount failed. */
+		if (dcfs.buckets)
+			inode_table_destroy();
+	}
+	free_state(&args);
 	return ret;
 }

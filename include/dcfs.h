@@ -66,6 +66,7 @@ struct dcfs_file {
 	bool write_uncached;
 	bool was_resident;  /* the file had cached pages at open */
 	bool fadv_random;
+	struct dcfs_file *prev, *next; /* open handles, for teardown */
 	uint64_t switch_after; /* 0: no switch pending */
 	off_t seq_next;	    /* sequential stream tracking */
 	uint64_t seq_run;
@@ -161,6 +162,10 @@ void inode_forget(struct dcfs_inode *inode, uint64_t n);
 int inode_stat(struct dcfs_inode *inode, struct stat *st);
 void inode_proc_path(const struct dcfs_inode *inode, char buf[64]);
 
+/* fuse_file.c, fuse_dir.c: handles the kernel never released */
+void files_release_all(void);
+void dirs_release_all(void);
+
 /* fuse_inode.c, fuse_dir.c, fuse_file.c, fuse_xattr.c: handler tables */
 void fuse_inode_ops(struct fuse_lowlevel_ops *ops);
 void fuse_dir_ops(struct fuse_lowlevel_ops *ops);
@@ -173,6 +178,10 @@ void caller_ops_wrap(struct fuse_lowlevel_ops *ops);
 /* creds.c */
 int creds_chown_to_caller(fuse_req_t req, int dirfd, const char *name,
 			  struct dcfs_inode *parent, mode_t mode);
+void creds_drop_reserve(void);
+enum { IO_AS_DAEMON, IO_RAISED, IO_AS_CALLER };
+int creds_io_begin(fuse_req_t req);
+void creds_io_end(int how);
 
 /* io_plain.c, io_stream.c, io_select.c */
 extern const struct dcfs_io io_plain;
