@@ -236,6 +236,37 @@ const char *log_problem(const char *log)
 	return NULL;
 }
 
+#define TEST_MARK "=== dcfs-tests: begin "
+
+/* Describe a problem in a daemon log: which test was running (from the
+ * markers test_begin() appends) and the report itself. Static buffer. */
+const char *log_report(const char *log)
+{
+	static char out[6144];
+	const char *p = log_problem(log);
+	if (!p)
+		return NULL;
+	const char *at = strstr(log, p);
+	/* the test that was running */
+	char test[128] = "before the first test";
+	for (const char *m = log; (m = strstr(m, TEST_MARK)) && m < at; m += strlen(TEST_MARK)) {
+		const char *nm = m + strlen(TEST_MARK);
+		size_t l = strcspn(nm, " \n");
+		snprintf(test, sizeof test, "during %.*s", (int)(l < 100 ? l : 100), nm);
+	}
+	/* start of the report: the "=====" line or the line of the match */
+	const char *start = at;
+	const char *eq = NULL;
+	for (const char *q = log; (q = strstr(q, "=================")) && q < at; q++)
+		eq = q;
+	if (eq && at - eq < 400)
+		start = eq;
+	while (start > log && start[-1] != '\n')
+		start--;
+	snprintf(out, sizeof out, "daemon log contains '%s' (%s):\n%.5000s", p, test, start);
+	return out;
+}
+
 /* ---- rotating path buffers ---------------------------------------------- */
 static char pbuf[32][PATH_MAX];
 static int pidx;
@@ -574,7 +605,7 @@ int daemon_spawn(struct daemon *d, const char *tag, char *const argv[])
 		signal(SIGHUP, SIG_DFL);
 		pid_t pid = fork();
 		if (pid == 0) {
-			int lfd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+			int lfd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
 			int nul = open("/dev/null", O_RDONLY);
 			if (lfd < 0 || nul < 0)
 				_exit(126);
@@ -880,6 +911,8 @@ void check_unmount_and_daemon(void)
 		ck_assert_msg(rc == 0, "fusermount3 -u -z failed (%d): %s", rc, out);
 		int st = daemon_wait_exit(&g_daemon, 10);
 		char *log = read_file_str(g_daemon.log);
+		const char *rep = log_report(log);
+		ck_assert_msg(!rep, "%s", rep);
 		ck_assert_msg(st != -1, "daemon did not exit within deadline after unmount; log: %.800s",
 			      log);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
@@ -912,8 +945,19 @@ void test_begin(const char *name)
 	ck_assert_msg(is_mounted(g_mnt, NULL, 0), "%s is not mounted (daemon died?)", g_mnt);
 	if (g_cfg->mm == MM_DAEMON) {
 		int st = daemon_status(&g_daemon);
-		ck_assert_msg(st == -1, "dcfs daemon already died in an earlier test (wait status %#x%s)",
-			      st, WIFSIGNALED(st) ? ", killed by signal" : "");
+		if (st != -1) {
+			char *log = read_file_str(g_daemon.log);
+			const char *rep = log_report(log);
+			ck_abort_msg("dcfs daemon already died in an earlier test (wait status %#x%s)%s%s",
+				     st, WIFSIGNALED(st) ? ", killed by signal" : "", rep ? ": " : "",
+				     rep ? rep : "");
+		}
+		/* mark the log so sanitizer reports can be attributed */
+		int lfd = open(g_daemon.log, O_WRONLY | O_APPEND);
+		if (lfd >= 0) {
+			dprintf(lfd, "%s%s (%s)\n", TEST_MARK, name, g_cfg->name);
+			close(lfd);
+		}
 	}
 	if (g_cfg->mm == MM_HELPER && g_helper_daemon > 0)
 		ck_assert_msg(kill(g_helper_daemon, 0) == 0,

@@ -95,6 +95,8 @@ int helper_mount(const char *backing, const char *mnt, const char *opts, char *o
 char *read_file_str(const char *path);
 /* Returns NULL if log is clean, else a static description. */
 const char *log_problem(const char *log);
+/* NULL if clean, else "daemon log contains X (during TEST): report" */
+const char *log_report(const char *log);
 
 /* --- generic helpers ------------------------------------------------------ */
 int run_cmd(char *out, size_t outlen, const char *fmt, ...)

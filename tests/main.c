@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+Suite *policy_suite(void); /* test_policy.c */
+
 static const struct config configs[] = {
 	{ "ext4-dcfs", FS_EXT4, MM_DAEMON, NULL },
 	{ "xfs-dcfs", FS_XFS, MM_DAEMON, NULL },
@@ -96,8 +98,10 @@ int main(void)
 	srunner_add_suite(sr, make_suite("locks", add_locks_tests));
 	srunner_add_suite(sr, make_suite("perms", add_perms_tests));
 	const char *self = getenv("DCFS_TEST_SELF");
-	if (!(self && atoi(self)))
+	if (!(self && atoi(self))) {
 		srunner_add_suite(sr, cli_suite());
+		srunner_add_suite(sr, policy_suite());
+	}
 	if (!getenv("CK_FORK"))
 		srunner_set_fork_status(sr, CK_FORK);
 	srunner_run_all(sr, CK_ENV);

@@ -108,6 +108,8 @@ static void expect_cli_error(const char *what, const char *mnt, char *const argv
 	char err[4096] = "";
 	int st = run_capture(g_dcfs_bin, argv, err, sizeof err, 10);
 	ck_assert_msg(st != -1, "%s: dcfs did not exit within 10s (stderr: %s)", what, err);
+	const char *rep = log_report(err);
+	ck_assert_msg(!rep, "%s: error path: %s", what, rep);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0,
 		      "%s: expected non-zero exit, got status %#x (stderr: %s)", what, st, err);
 	ck_assert_msg(err[0] != 0, "%s: no error message on stderr", what);
@@ -159,8 +161,8 @@ static void unmount_and_expect_exit0(struct daemon *d)
 	ck_assert_msg(st != -1, "daemon did not exit after unmount; log %s", log);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon exit status %#x; log %s", st,
 		      log);
-	const char *p = log_problem(log);
-	ck_assert_msg(!p, "daemon log contains '%s': %s", p, log);
+	const char *rep = log_report(log);
+	ck_assert_msg(!rep, "%s", rep);
 	free(log);
 	daemon_kill(d);
 }
@@ -400,6 +402,8 @@ START_TEST(cli_umount_command_and_busy)
 	close(fd);
 	int st = daemon_wait_exit(&d, 10);
 	char *log = read_file_str(d.log);
+	const char *rep = log_report(log);
+	ck_assert_msg(!rep, "after umount -l + close: %s", rep);
 	ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		      "daemon status %#x after umount -l + close; log %s", st, log);
 	free(log);

@@ -1,0 +1,52 @@
+/* Helpers shared by the "policy" and "stream" suites (defined in
+ * test_policy.c): a dcfs mount with a config file of the suite's own,
+ * reload by SIGHUP, the user.dcfs.* xattrs, stats counters and page cache
+ * residency (cachestat). */
+#ifndef DCFS_TESTS_OWN_MOUNT_H
+#define DCFS_TESTS_OWN_MOUNT_H
+
+#include "harness.h"
+
+#include <stdint.h>
+
+struct own_mount {
+	struct daemon d;
+	char exp[PATH_MAX];  /* exported backing dir */
+	char mnt[PATH_MAX];  /* mount point */
+	char conf[PATH_MAX]; /* config file (absolute) */
+	char err[2048];      /* setup error, "" if mounted */
+	int up;
+};
+
+/* Write text to path atomically (tmp + rename). 0 or -1. */
+int own_write_conf(const char *path, const char *text);
+/* mkdir exp and mnt, write conf text, spawn `dcfs -f -o allow_other,config=`.
+ * Returns 0, or -1 with m->err set. */
+int own_mount_start(struct own_mount *m, const char *root, const char *tag,
+		    const char *conf_text);
+/* Unmount, wait for exit, require status 0 and a clean log. Returns 0 or
+ * -1 with err filled. */
+int own_mount_stop(struct own_mount *m, char *err, size_t errlen);
+/* Best-effort: lazy unmount and kill (fixture teardown). */
+void own_mount_kill(struct own_mount *m);
+/* Rewrite the config and SIGHUP the daemon; waits until the daemon has
+ * logged the outcome of that reload ("reloaded ..." or "reload of ...
+ * failed"). Returns 1 reloaded, 0 failed (old rules kept), -1 no answer. */
+int own_reload(struct own_mount *m, const char *text);
+/* getxattr as a malloc'd NUL-terminated string, NULL (errno) on error. */
+char *xattr_str(const char *path, const char *name);
+/* Counter cls.key from user.dcfs.stats of mnt, -1 if not found. */
+long long stats_get(const char *mnt, const char *cls, const char *key);
+/* Resident pages of fd (whole file), or -1. */
+long long resident_pages(int fd);
+long long resident_range(int fd, uint64_t off, uint64_t len);
+/* Poll until resident pages of path (opened O_RDONLY) are <= max; returns
+ * the last count seen. */
+long long wait_resident_le(const char *path, long long max, double timeout_s);
+/* 1-based line of conf whose trimmed text equals line, or 0. */
+int line_of(const char *conf, const char *line);
+/* sync + echo 3 > /proc/sys/vm/drop_caches */
+void drop_caches(void);
+uint64_t hash64(const void *buf, size_t len);
+
+#endif
