@@ -28,7 +28,7 @@ META_N=100000
 META_RUNS=3
 BSLIST="4K 64K 1M"
 SYSTEMS="nat-buf nat-dc dcfs-cache dcfs-dc dcfs-dc-t1 dcfs-btrfs"
-HOTSYS="nat-buf nat-dc dcfs-dc dcfs-btrfs"
+HOTSYS="nat-buf nat-dc dcfs-dc dcfs-dc-hotnative dcfs-btrfs"
 HOTSYS_ALL="nat-buf nat-dc dcfs-cache dcfs-dc dcfs-dc-hotnative dcfs-btrfs"
 DO_STREAM=1 DO_HOT=1 DO_META=1 KEEP=0 REPORT_ONLY=0
 
@@ -521,8 +521,8 @@ label_rows_hot() {
 
 chart() {
 	command -v gnuplot >/dev/null || return 0
-	local bs sys col=2 plotw="" plotr="" ploth=""
-	{
+	local bs sys
+	[ -s "$RAW/stream-median.csv" ] && {
 		printf 'bs'
 		for sys in $SYSTEMS; do printf '\t"%s"' "$(sys_label "$sys")"; done
 		echo
@@ -534,7 +534,7 @@ chart() {
 			echo
 		done
 	} > "$RAW/chart-write.dat"
-	{
+	[ -s "$RAW/stream-median.csv" ] && {
 		printf 'bs'
 		for sys in $SYSTEMS; do printf '\t"%s"' "$(sys_label "$sys")"; done
 		echo
@@ -552,21 +552,28 @@ chart() {
 		awk -F, '{ printf "\"%s\"\t%.1f\n", $1, $4 * 100 }' "$RAW/hot-median.csv" > "$RAW/chart-hot.dat"
 		hotplot="set title 'hot-set survival (% of resident hot pages kept)'; set ylabel '%'; unset logscale y; set yrange [0:105]; set style fill solid 0.8; set xtics rotate by -20; plot '$RAW/chart-hot.dat' using 2:xtic(1) with boxes notitle, 95 with lines dt 2 title 'target 95 %'"
 	fi
-	gnuplot <<EOF
-set terminal pngcairo noenhanced size 1400,$([ -n "$hotplot" ] && echo 1500 || echo 1000) font 'sans,10'
-set output '$OUT/bench.png'
-set multiplot layout $([ -n "$hotplot" ] && echo 3 || echo 2),1 title 'dcfs bench ($MODE, $(date -u +%F), median of $RUNS)'
-set style data histogram
+	local nplots=0 streamplot=""
+	if [ -s "$RAW/stream-median.csv" ]; then
+		nplots=2
+		streamplot="set style data histogram
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set key outside right top vertical
 set logscale y
-set grid ytics
 set ylabel 'MiB/s (log)'
 set title 'sequential write (fsync included)'
 plot for [i=2:$((n + 1))] '$RAW/chart-write.dat' using i:xtic(1) title columnheader(i)
-set title 'sequential read after drop\_caches'
-plot for [i=2:$((n + 1))] '$RAW/chart-read.dat' using i:xtic(1) title columnheader(i)
+set title 'sequential read after drop_caches'
+plot for [i=2:$((n + 1))] '$RAW/chart-read.dat' using i:xtic(1) title columnheader(i)"
+	fi
+	[ -n "$hotplot" ] && nplots=$((nplots + 1))
+	[ $nplots -gt 0 ] || return 0
+	gnuplot <<EOF
+set terminal pngcairo noenhanced size 1400,$((nplots * 500)) font 'sans,10'
+set output '$OUT/bench.png'
+set multiplot layout $nplots,1 title 'dcfs bench ($MODE, $(date -u +%F), median of $RUNS)'
+set grid ytics
+$streamplot
 set style data boxes
 set boxwidth 0.6
 $hotplot
