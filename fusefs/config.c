@@ -398,6 +398,18 @@ static bool check_line(struct parse_state *ps, char *line)
 	return true;
 }
 
+/* Length without the line end ("\n" or "\r\n"). */
+static size_t content_length(const char *line, ssize_t n)
+{
+	size_t len = (size_t)n;
+
+	if (len && line[len - 1] == '\n')
+		len--;
+	if (len && line[len - 1] == '\r')
+		len--;
+	return len;
+}
+
 static char *read_line(char *str, int num, void *stream)
 {
 	struct parse_state *ps = stream;
@@ -415,9 +427,9 @@ static char *read_line(char *str, int num, void *stream)
 		error_at(ps, ps->lineno, "NUL byte in line");
 		goto skip;
 	}
-	if (n > MAX_LINE || n >= num - 1) {
+	if (content_length(line, n) > MAX_LINE || n >= num - 1) {
 		error_at(ps, ps->lineno, "line longer than %d characters",
-			 MAX_LINE < num - 2 ? MAX_LINE : num - 2);
+			 MAX_LINE);
 		goto skip;
 	}
 	memcpy(str, line, (size_t)n + 1);
@@ -716,8 +728,8 @@ int config_load_stream(const char *name, FILE *fp, struct dcfs_config **out,
 	/* Continuation lines would hide mistakes; ';' and '#' start comments. */
 	ini_allow_multiline = false;
 	ini_inline_comment_prefixes = ";#";
-	ini_max_line = MAX_LINE + 2;
-	ini_initial_alloc = MAX_LINE + 2; /* the heap buffer never grows */
+	ini_max_line = MAX_LINE + 8;
+	ini_initial_alloc = MAX_LINE + 8; /* the heap buffer never grows */
 	ini_use_stack = false;
 	ret = ini_parse_stream(read_line, &ps, on_key, &ps);
 	if (ret == -1 || ferror(fp))
