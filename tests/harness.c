@@ -248,11 +248,11 @@ const char *log_report(const char *log)
 		return NULL;
 	const char *at = strstr(log, p);
 	/* the test that was running */
-	char test[128] = "before the first test";
+	char test[128] = "";
 	for (const char *m = log; (m = strstr(m, TEST_MARK)) && m < at; m += strlen(TEST_MARK)) {
 		const char *nm = m + strlen(TEST_MARK);
 		size_t l = strcspn(nm, " \n");
-		snprintf(test, sizeof test, "during %.*s", (int)(l < 100 ? l : 100), nm);
+		snprintf(test, sizeof test, " during %.*s", (int)(l < 100 ? l : 100), nm);
 	}
 	/* start of the report: the "=====" line or the line of the match */
 	const char *start = at;
@@ -263,7 +263,7 @@ const char *log_report(const char *log)
 		start = eq;
 	while (start > log && start[-1] != '\n')
 		start--;
-	snprintf(out, sizeof out, "daemon log contains '%s' (%s):\n%.5000s", p, test, start);
+	snprintf(out, sizeof out, "daemon log contains '%s'%s:\n%.5000s", p, test, start);
 	return out;
 }
 
