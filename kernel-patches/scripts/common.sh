@@ -56,6 +56,8 @@ ensure_base_repo() {
 	mkdir -p "$BASE_REPO.tmp"
 	tar -xJf "$TARBALL" -C "$BASE_REPO.tmp" --strip-components=1
 	git -C "$BASE_REPO.tmp" init -q
+	# no background repacking of this big repository while we build
+	git -C "$BASE_REPO.tmp" config gc.auto 0
 	# Debian's top-level .gitignore ignores everything: add with -f
 	git -C "$BASE_REPO.tmp" add -f -A
 	git -C "$BASE_REPO.tmp" -c user.name=base -c user.email=base@localhost \

@@ -1,0 +1,42 @@
+#!/bin/bash
+# Boot a UML kernel with root on hostfs and an F2FS image on ubd0, running
+# test/guest-init.sh as PID 1.  Sourced by test.sh and bench.sh.
+
+# f2fs image with compression support (used by the compressed-file check)
+make_f2fs_image() {	# $1 = path, $2 = size
+	rm -f "$1"
+	truncate -s "$2" "$1"
+	mkfs.f2fs -q -f -O extra_attr,compression "$1" >/dev/null ||
+		die "mkfs.f2fs failed"
+}
+
+# uml_boot KERNEL NAME MODE RUN IMAGE TIMEOUT [MEM]
+uml_boot() {
+	local kernel=$1 name=$2 mode=$3 run=$4 img=$5 tmo=$6 mem=${7:-512M}
+	local rc=0
+	rm -f "$run/$name".{out,rc,dmesg,console}
+	log "booting $name ($mode) with ${tmo}s timeout: $kernel"
+	timeout -k 10 "$tmo" "$kernel" mem="$mem" umid="dcfs-$name-$$" \
+		rootfstype=hostfs rootflags=/ rw \
+		init="$KP_DIR/test/guest-init.sh" \
+		ubd0="$img" con=null con0=null,fd:1 ssl=null \
+		T_MODE="$mode" T_RUN="$run" T_NAME="$name" ${UML_EXTRA:-} \
+		< /dev/null > "$run/$name.console" 2>&1 || rc=$?
+	[ $rc -eq 124 ] && log "$name: TIMEOUT after ${tmo}s"
+	return 0
+}
+
+# Kernel problems that fail the run, whatever the test program says.
+BAD_PATTERNS='WARNING:|\<BUG\>|lockdep|possible recursive locking|sleeping function called from invalid context|circular locking|inconsistent lock state|Kernel panic|Oops|general protection|INFO: task .* blocked|UBSAN|kernel BUG|bad page|list_add corruption|list_del corruption'
+
+kernel_log_clean() {	# $1 = run dir, $2 = name
+	local f bad=0
+	for f in "$1/$2.console" "$1/$2.dmesg"; do
+		[ -f "$f" ] || continue
+		if grep -E -n "$BAD_PATTERNS" "$f" >&2; then
+			log "$2: kernel problems in $(basename "$f")"
+			bad=1
+		fi
+	done
+	return $bad
+}

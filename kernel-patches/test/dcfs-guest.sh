@@ -1,0 +1,45 @@
+#!/bin/sh
+# dcfs stage, run inside the patched UML guest: mount dcfs from this repo over
+# the F2FS mount $1 with everything in the dontcache class, stream a file
+# through it and check that the backing file on F2FS keeps 0 resident pages.
+mnt=$1
+run=$T_RUN
+dcfs=$(cat "$run/dcfs-path")
+t=$run/bin/dontcache_test
+backing=$mnt/dcfs-backing
+mp=$run/dcfs-mnt
+cfg=$run/dcfs.conf
+rc=0
+
+mkdir -p "$backing" "$mp"
+printf '[global]\ndefault = dontcache\nmin_size = 0\n' > "$cfg"
+echo "dcfs: $dcfs -f -o config=$cfg $backing $mp"
+"$dcfs" -f -o config="$cfg" "$backing" "$mp" > "$run/dcfs.log" 2>&1 &
+pid=$!
+i=0
+until grep -q " $mp fuse" /proc/mounts; do
+	i=$((i + 1))
+	if [ $i -gt 100 ] || ! kill -0 $pid 2>/dev/null; then
+		echo "FAIL: dcfs did not mount"
+		cat "$run/dcfs.log"
+		echo "0 passed, 1 failed"
+		exit 1
+	fi
+	sleep 0.2
+done
+echo "PASS: dcfs mounted on $mp"
+
+"$t" stream "$mp/stream.mkv" 64 || rc=1
+# the backing file on F2FS must not stay in the page cache
+"$t" resident "$backing/stream.mkv" 60 || rc=1
+# reading it again through dcfs must not leave it cached either
+echo 3 > /proc/sys/vm/drop_caches
+cat "$mp/stream.mkv" > /dev/null || rc=1
+"$t" resident "$backing/stream.mkv" 30 || rc=1
+"$dcfs" stat "$mp" 2>/dev/null | head -20
+
+umount "$mp" || rc=1
+wait $pid
+echo "---- dcfs log (tail) ----"
+tail -20 "$run/dcfs.log"
+exit $rc

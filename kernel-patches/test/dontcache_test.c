@@ -1,0 +1,603 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * RWF_DONTCACHE on F2FS: functional test run inside the UML guest.
+ *
+ *   dontcache_test control MNT        unpatched kernel: expect EOPNOTSUPP
+ *   dontcache_test run MNT DEV SYSFS HOSTDIR
+ *                                     patched kernel: the full test
+ *   dontcache_test stream FILE MIB    write FILE (plain writes, 1 MiB
+ *                                     requests), read it back and verify
+ *   dontcache_test resident FILE SECS wait until FILE has 0 resident pages
+ *
+ * MNT is an F2FS mount of DEV (mounted by the caller); SYSFS is the
+ * /sys/fs/f2fs/<dev> directory of that mount.  Output is one line per check
+ * and a closing "N passed, N failed" line; the exit status is 0 only if
+ * nothing failed.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+
+#ifndef RWF_DONTCACHE
+#define RWF_DONTCACHE 0x00000080
+#endif
+#ifndef FS_COMPR_FL
+#define FS_COMPR_FL 0x00000004
+#endif
+#define NR_CACHESTAT 451
+
+#define KIB 1024UL
+#define MIB (1024UL * 1024UL)
+#define FILE_SIZE (8 * MIB)
+#define PAGE 4096UL
+
+struct cs_range {
+	uint64_t off;
+	uint64_t len;
+};
+
+struct cs_stat {
+	uint64_t nr_cache;
+	uint64_t nr_dirty;
+	uint64_t nr_writeback;
+	uint64_t nr_evicted;
+	uint64_t nr_recently_evicted;
+};
+
+static int passed, failed;
+static const char *mnt;
+
+static void check(int ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%s: ", ok ? "PASS" : "FAIL");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+	if (ok)
+		passed++;
+	else
+		failed++;
+}
+
+static void die(const char *what)
+{
+	printf("FAIL: %s: %s\n", what, strerror(errno));
+	printf("%d passed, %d failed\n", passed, failed + 1);
+	exit(1);
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ULL;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+/* deterministic content: 8-byte words derived from seed and file offset */
+static void fill(unsigned char *buf, size_t len, uint64_t off, uint64_t seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i += 8) {
+		uint64_t v = mix64(seed * 0x100000001b3ULL ^ ((off + i) / 8));
+
+		memcpy(buf + i, &v, len - i < 8 ? len - i : 8);
+	}
+}
+
+static uint64_t fnv(const unsigned char *p, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	while (len--)
+		h = (h ^ *p++) * 0x100000001b3ULL;
+	return h;
+}
+
+static int cachestat(int fd, struct cs_stat *cs)
+{
+	struct cs_range r = { 0, 0 };
+
+	return syscall(NR_CACHESTAT, fd, &r, cs, 0);
+}
+
+static uint64_t resident(int fd)
+{
+	struct cs_stat cs;
+
+	if (cachestat(fd, &cs))
+		die("cachestat");
+	return cs.nr_cache;
+}
+
+/* Dropping is asynchronous (writeback completion): poll with a deadline. */
+static int wait_resident(int fd, uint64_t want, double timeout, double *took,
+			 struct cs_stat *last)
+{
+	double t0 = now();
+
+	for (;;) {
+		if (cachestat(fd, last))
+			die("cachestat");
+		if (last->nr_cache == want) {
+			*took = now() - t0;
+			return 1;
+		}
+		if (now() - t0 > timeout)
+			return 0;
+		usleep(20000);
+	}
+}
+
+static char *path(const char *name)
+{
+	static char buf[4096];
+
+	snprintf(buf, sizeof(buf), "%s/%s", mnt, name);
+	return buf;
+}
+
+static ssize_t rw2(int fd, void *buf, size_t len, off_t off, int flags,
+		   int write)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+
+	return write ? pwritev2(fd, &iov, 1, off, flags) :
+		       preadv2(fd, &iov, 1, off, flags);
+}
+
+/* write model[off, off+len) with requests of reqsz bytes */
+static int do_write(int fd, const unsigned char *model, size_t off, size_t len,
+		    size_t reqsz, int flags)
+{
+	size_t done;
+
+	for (done = 0; done < len; done += reqsz) {
+		size_t n = len - done < reqsz ? len - done : reqsz;
+		ssize_t r = rw2(fd, (void *)(model + off + done), n,
+				off + done, flags, 1);
+
+		if (r != (ssize_t)n) {
+			printf("  pwritev2(off=%zu, len=%zu, flags=%#x) = %zd: %s\n",
+			       off + done, n, flags, r, strerror(errno));
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* read the whole file with reqsz requests and compare with model */
+static int do_read_verify(int fd, const unsigned char *model, size_t size,
+			  size_t reqsz, int flags)
+{
+	unsigned char *buf = malloc(reqsz);
+	size_t off;
+	int ok = 1;
+
+	if (!buf)
+		die("malloc");
+	for (off = 0; off < size; off += reqsz) {
+		size_t n = size - off < reqsz ? size - off : reqsz;
+		ssize_t r = rw2(fd, buf, n, off, flags, 0);
+
+		if (r != (ssize_t)n) {
+			printf("  preadv2(off=%zu, len=%zu, flags=%#x) = %zd: %s\n",
+			       off, n, flags, r, strerror(errno));
+			ok = 0;
+			break;
+		}
+		if (memcmp(buf, model + off, n)) {
+			printf("  data mismatch in [%zu, %zu)\n", off, off + n);
+			ok = 0;
+			break;
+		}
+	}
+	free(buf);
+	return ok;
+}
+
+struct tfile {
+	char name[64];
+	unsigned char *model;
+	size_t size;
+};
+
+static struct tfile files[64];
+static int nfiles;
+
+static struct tfile *new_file(const char *name, size_t size)
+{
+	struct tfile *f = &files[nfiles++];
+
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	f->size = size;
+	f->model = calloc(1, size);
+	if (!f->model)
+		die("calloc");
+	return f;
+}
+
+static int open_file(const char *name, int flags)
+{
+	int fd = open(path(name), flags, 0644);
+
+	if (fd < 0)
+		die(path(name));
+	return fd;
+}
+
+static int expect_eopnotsupp(int fd, int write, const char *what)
+{
+	char buf[4096];
+	ssize_t r;
+
+	memset(buf, 0x5a, sizeof(buf));
+	r = rw2(fd, buf, sizeof(buf), 0, RWF_DONTCACHE, write);
+	check(r < 0 && errno == EOPNOTSUPP, "%s %s with RWF_DONTCACHE -> %s",
+	      what, write ? "pwritev2" : "preadv2",
+	      r < 0 ? strerror(errno) : "success");
+	return r < 0 && errno == EOPNOTSUPP;
+}
+
+static int control(void)
+{
+	int fd = open_file("control", O_RDWR | O_CREAT | O_TRUNC);
+	char buf[4096] = { 0 };
+
+	if (write(fd, buf, sizeof(buf)) != sizeof(buf))
+		die("write");
+	expect_eopnotsupp(fd, 1, "f2fs (unpatched kernel)");
+	expect_eopnotsupp(fd, 0, "f2fs (unpatched kernel)");
+	close(fd);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
+
+/* RWF_DONTCACHE write then read of a whole file with one request size */
+static void test_size(size_t reqsz)
+{
+	struct tfile *f;
+	struct cs_stat cs;
+	double t0, t;
+	char name[64];
+	int fd, ok;
+
+	snprintf(name, sizeof(name), "w_%zu", reqsz);
+	f = new_file(name, FILE_SIZE);
+	fill(f->model, f->size, 0, reqsz);
+	fd = open_file(name, O_RDWR | O_CREAT | O_TRUNC);
+
+	t0 = now();
+	ok = do_write(fd, f->model, 0, f->size, reqsz, RWF_DONTCACHE);
+	t = now() - t0;
+	check(ok, "%7zu B requests: RWF_DONTCACHE write of %lu MiB (%.2fs)",
+	      reqsz, f->size / MIB, t);
+	ok = wait_resident(fd, 0, 60, &t, &cs);
+	check(ok, "%7zu B requests: 0 pages resident after write+writeback "
+	      "(took %.2fs; cache=%llu dirty=%llu wb=%llu)", reqsz,
+	      ok ? t : -1.0, (unsigned long long)cs.nr_cache,
+	      (unsigned long long)cs.nr_dirty,
+	      (unsigned long long)cs.nr_writeback);
+
+	ok = do_read_verify(fd, f->model, f->size, reqsz, RWF_DONTCACHE);
+	check(ok, "%7zu B requests: RWF_DONTCACHE read returns the data",
+	      reqsz);
+	ok = wait_resident(fd, 0, 30, &t, &cs);
+	check(ok, "%7zu B requests: 0 pages resident after read "
+	      "(cache=%llu)", reqsz, (unsigned long long)cs.nr_cache);
+	close(fd);
+}
+
+/* pages that were cached before an uncached read must stay cached */
+static void test_cached_stay(void)
+{
+	struct tfile *f = new_file("cached", 4 * MIB);
+	size_t pages = f->size / PAGE;
+	uint64_t r;
+	int fd, ok;
+
+	fill(f->model, f->size, 0, 777);
+	fd = open_file(f->name, O_RDWR | O_CREAT | O_TRUNC);
+	if (!do_write(fd, f->model, 0, f->size, MIB, 0) || fsync(fd))
+		die("cached: write");
+	ok = do_read_verify(fd, f->model, f->size, 64 * KIB, 0);
+	r = resident(fd);
+	check(ok && r == pages, "cached file fully resident before test "
+	      "(%llu/%zu pages)", (unsigned long long)r, pages);
+
+	ok = do_read_verify(fd, f->model, f->size, 64 * KIB, RWF_DONTCACHE);
+	r = resident(fd);
+	check(ok && r == pages, "RWF_DONTCACHE read of a cached file keeps "
+	      "it cached (%llu/%zu pages)", (unsigned long long)r, pages);
+
+	/* drop the second half: only the first half must stay */
+	posix_fadvise(fd, f->size / 2, f->size / 2, POSIX_FADV_DONTNEED);
+	r = resident(fd);
+	check(r == pages / 2, "half of the file evicted with "
+	      "FADV_DONTNEED (%llu/%zu pages)", (unsigned long long)r, pages);
+	ok = do_read_verify(fd, f->model, f->size, 128 * KIB, RWF_DONTCACHE);
+	r = resident(fd);
+	check(ok && r == pages / 2, "RWF_DONTCACHE read keeps the cached half "
+	      "and drops the half it brought in (%llu/%zu pages)",
+	      (unsigned long long)r, pages / 2);
+
+	/* a cached read of uncached data keeps what it reads */
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	ok = do_read_verify(fd, f->model, f->size, 64 * KIB, 0);
+	r = resident(fd);
+	check(ok && r == pages, "normal read after eviction caches the file "
+	      "again (%llu/%zu pages)", (unsigned long long)r, pages);
+	close(fd);
+}
+
+/* RWF_DONTCACHE overwrite of a range that is dirty in the page cache */
+static void test_overwrite_dirty(void)
+{
+	struct tfile *f = new_file("dirty", 4 * MIB);
+	int fd, ok;
+
+	fill(f->model, f->size, 0, 1001);
+	fd = open_file(f->name, O_RDWR | O_CREAT | O_TRUNC);
+	if (!do_write(fd, f->model, 0, f->size, MIB, 0))
+		die("dirty: write");
+	/* pages are dirty now; overwrite the middle, unaligned */
+	fill(f->model + MIB + 1000, 2 * MIB, MIB + 1000, 1002);
+	ok = do_write(fd, f->model, MIB + 1000, 2 * MIB, 48 * KIB,
+		      RWF_DONTCACHE);
+	ok = ok && do_read_verify(fd, f->model, f->size, 256 * KIB, 0);
+	check(ok, "RWF_DONTCACHE overwrite of dirty pages reads back right");
+	ok = do_read_verify(fd, f->model, f->size, 256 * KIB, RWF_DONTCACHE);
+	check(ok, "... and through RWF_DONTCACHE reads");
+	close(fd);
+}
+
+/*
+ * Rewrite ranges while their (drop-behind) writeback is in flight, with both
+ * uncached and normal writes, so that folios get redirtied around the time
+ * their writeback completes.  None of these writes may be lost.
+ */
+static void test_overwrite_writeback(void)
+{
+	struct tfile *f = new_file("writeback", 2 * MIB);
+	int fd, i, ok = 1;
+
+	fill(f->model, f->size, 0, 2000);
+	fd = open_file(f->name, O_RDWR | O_CREAT | O_TRUNC);
+	ok = do_write(fd, f->model, 0, f->size, MIB, RWF_DONTCACHE);
+	for (i = 0; ok && i < 200; i++) {
+		size_t off = (size_t)(mix64(i) % (f->size / PAGE - 64)) * PAGE;
+		size_t len = (1 + mix64(i + 7) % 48) * PAGE;
+		size_t req = (i % 3 == 0) ? PAGE : 16 * KIB;
+		int flags = (i % 4 == 3) ? 0 : RWF_DONTCACHE;
+
+		if (i % 5 == 0)
+			off += mix64(i + 3) % PAGE;	/* unaligned */
+		if (off + len > f->size)
+			len = f->size - off;
+		fill(f->model + off, len, off, 3000 + i);
+		ok = do_write(fd, f->model, off, len, req, flags);
+		/* start writeback of that range now, don't wait */
+		if (i % 2)
+			sync_file_range(fd, off, len, SYNC_FILE_RANGE_WRITE);
+	}
+	check(ok, "200 rewrites of ranges under writeback succeed");
+	ok = do_read_verify(fd, f->model, f->size, 64 * KIB, 0);
+	check(ok, "rewrites under writeback read back right before remount");
+	close(fd);
+}
+
+/* overwrite in place (IPU) so the in-place-update bio paths are used */
+static void test_ipu(const char *sysfs)
+{
+	char p[512], old[32] = "";
+	struct tfile *f = new_file("ipu", 4 * MIB);
+	struct cs_stat cs;
+	double t;
+	int fd, sfd, ok;
+	ssize_t n;
+
+	fill(f->model, f->size, 0, 4000);
+	fd = open_file(f->name, O_RDWR | O_CREAT | O_TRUNC);
+	if (!do_write(fd, f->model, 0, f->size, MIB, 0) || fsync(fd))
+		die("ipu: write");
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+
+	snprintf(p, sizeof(p), "%s/ipu_policy", sysfs);
+	sfd = open(p, O_RDWR);
+	if (sfd < 0)
+		die(p);
+	n = read(sfd, old, sizeof(old) - 1);
+	old[n > 0 ? n : 0] = 0;
+	/* F2FS_IPU_FORCE: update every overwritten block in place */
+	if (pwrite(sfd, "1", 1, 0) != 1)
+		die("ipu_policy");
+
+	fill(f->model, f->size, 0, 4001);
+	ok = do_write(fd, f->model, 0, f->size, 64 * KIB, RWF_DONTCACHE);
+	check(ok, "RWF_DONTCACHE in-place overwrite (ipu_policy=force)");
+	ok = wait_resident(fd, 0, 60, &t, &cs);
+	check(ok, "0 pages resident after in-place overwrite "
+	      "(cache=%llu dirty=%llu wb=%llu)",
+	      (unsigned long long)cs.nr_cache, (unsigned long long)cs.nr_dirty,
+	      (unsigned long long)cs.nr_writeback);
+
+	if (pwrite(sfd, old, strlen(old), 0) < 0)
+		die("ipu_policy restore");
+	close(sfd);
+	close(fd);
+}
+
+static void test_unsupported(const char *hostdir)
+{
+	char p[4096];
+	int fd;
+
+	/* compressed F2FS file: refused, documented in the series */
+	fd = open_file("compressed", O_RDWR | O_CREAT | O_TRUNC);
+	{
+		int fl = 0;
+
+		if (ioctl(fd, FS_IOC_GETFLAGS, &fl) == 0) {
+			fl |= FS_COMPR_FL;
+			check(ioctl(fd, FS_IOC_SETFLAGS, &fl) == 0,
+			      "set FS_COMPR_FL on an empty F2FS file");
+		} else {
+			check(0, "FS_IOC_GETFLAGS: %s", strerror(errno));
+		}
+	}
+	{
+		char buf[65536];
+
+		memset(buf, 'c', sizeof(buf));
+		check(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf),
+		      "normal write to the compressed file works");
+	}
+	expect_eopnotsupp(fd, 1, "compressed f2fs file:");
+	expect_eopnotsupp(fd, 0, "compressed f2fs file:");
+	close(fd);
+
+	/* a file system that does not opt in (hostfs) */
+	snprintf(p, sizeof(p), "%s/hostfs-file", hostdir);
+	fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		die(p);
+	if (write(fd, p, 16) != 16)
+		die("hostfs write");
+	expect_eopnotsupp(fd, 1, "hostfs (no FOP_DONTCACHE):");
+	expect_eopnotsupp(fd, 0, "hostfs (no FOP_DONTCACHE):");
+	close(fd);
+	unlink(p);
+}
+
+/* after unmount + mount, every file must hold exactly the model data */
+static void verify_after_remount(const char *dev)
+{
+	unsigned char *buf = malloc(FILE_SIZE + PAGE);
+	int i;
+
+	if (!buf)
+		die("malloc");
+	sync();
+	if (umount(mnt))
+		die("umount");
+	if (mount(dev, mnt, "f2fs", 0, NULL))
+		die("mount");
+	for (i = 0; i < nfiles; i++) {
+		struct tfile *f = &files[i];
+		int fd = open_file(f->name, O_RDONLY);
+		ssize_t r = pread(fd, buf, f->size + 1, 0);
+		uint64_t want = fnv(f->model, f->size);
+		uint64_t got = r >= 0 ? fnv(buf, r) : 0;
+
+		check(r == (ssize_t)f->size && got == want,
+		      "after remount %-10s size %zd checksum %016llx "
+		      "(expected %zu %016llx)", f->name, r,
+		      (unsigned long long)got, f->size,
+		      (unsigned long long)want);
+		close(fd);
+	}
+	free(buf);
+}
+
+/* plain (cached) I/O through some other layer, e.g. a dcfs mount */
+static int stream(const char *file, size_t mib)
+{
+	size_t size = mib * MIB;
+	unsigned char *model = malloc(size);
+	int fd, ok;
+
+	if (!model)
+		die("malloc");
+	fill(model, size, 0, 4242);
+	fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		die(file);
+	ok = do_write(fd, model, 0, size, MIB, 0);
+	check(ok, "wrote %zu MiB to %s", mib, file);
+	ok = do_read_verify(fd, model, size, MIB, 0);
+	check(ok, "read %zu MiB back from %s", mib, file);
+	close(fd);
+	free(model);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
+
+static int wait_file_resident(const char *file, double secs)
+{
+	struct cs_stat cs;
+	double t;
+	int fd = open(file, O_RDONLY), ok;
+
+	if (fd < 0)
+		die(file);
+	ok = wait_resident(fd, 0, secs, &t, &cs);
+	check(ok, "%s: %llu pages resident (dirty %llu, writeback %llu)",
+	      file, (unsigned long long)cs.nr_cache,
+	      (unsigned long long)cs.nr_dirty,
+	      (unsigned long long)cs.nr_writeback);
+	close(fd);
+	return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	static const size_t sizes[] = {
+		4 * KIB, 8 * KIB, 16 * KIB, 32 * KIB, 64 * KIB,
+		128 * KIB, 256 * KIB, 512 * KIB, 1 * MIB,
+	};
+	size_t i;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 4 && !strcmp(argv[1], "stream"))
+		return stream(argv[2], strtoul(argv[3], NULL, 0));
+	if (argc == 4 && !strcmp(argv[1], "resident"))
+		return wait_file_resident(argv[2], atof(argv[3]));
+	if (argc == 3 && !strcmp(argv[1], "control")) {
+		mnt = argv[2];
+		return control();
+	}
+	if (argc != 6 || strcmp(argv[1], "run")) {
+		fprintf(stderr, "usage: %s control MNT | "
+			"run MNT DEV F2FS_SYSFS_DIR HOSTFS_DIR\n", argv[0]);
+		return 2;
+	}
+	mnt = argv[2];
+
+	test_unsupported(argv[5]);
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		test_size(sizes[i]);
+	test_cached_stay();
+	test_overwrite_dirty();
+	test_overwrite_writeback();
+	test_ipu(argv[4]);
+	verify_after_remount(argv[3]);
+
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
