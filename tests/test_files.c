@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/xattr.h>
@@ -636,6 +637,81 @@ START_TEST(files_concurrent_writers)
 }
 END_TEST
 
+/* Threads share ONE fd and read concurrently (sequential streams at
+ * different offsets + random preads): exercises per-handle read-ahead
+ * buffers of the streaming engine under concurrency. */
+struct rd_arg {
+	int fd;
+	const char *want;
+	size_t n;
+	int id;
+	int bad;
+};
+
+static void *reader_thread(void *a)
+{
+	struct rd_arg *r = a;
+	char *b = malloc(1 << 20);
+	size_t off = (size_t)r->id * (r->n / 4);
+	unsigned x = 1234u + (unsigned)r->id;
+	for (int round = 0; round < 2; round++) {
+		for (size_t o = off; o + 65536 <= r->n; o += 65536 + (size_t)r->id * 512) {
+			if (r->id == 3) { /* random reader */
+				x = x * 1103515245u + 12345u;
+				o = (x >> 3) % (r->n - 200000);
+			}
+			size_t len = r->id == 3 ? 1 + (x >> 9) % 200000 : 65536;
+			ssize_t got = pread(r->fd, b, len, o);
+			if (got != (ssize_t)len || memcmp(b, r->want + o, len) != 0) {
+				r->bad = 1;
+				free(b);
+				return NULL;
+			}
+			if (r->id == 3 && o > r->n - 300000)
+				break;
+		}
+		off = 0;
+	}
+	free(b);
+	return NULL;
+}
+
+START_TEST(files_shared_fd_concurrent_reads)
+{
+	T_BEGIN();
+	const size_t n = 24 << 20;
+	char *buf = malloc(n);
+	fill_pattern(buf, n, 99);
+	const char *names[] = { "shared.mkv", "shared.bin" };
+	for (int k = 0; k < 2; k++) {
+		ck_assert_int_eq(write_file(PM("%s", names[k]), buf, n, 0644), 0);
+		for (int rep = 0; rep < 3; rep++) {
+			int fd = open(PM("%s", names[k]), O_RDONLY);
+			ck_assert_int_ge(fd, 0);
+			pthread_t th[4];
+			struct rd_arg ra[4];
+			for (int i = 0; i < 4; i++) {
+				ra[i] = (struct rd_arg){ fd, buf, n, i, 0 };
+				ck_assert_int_eq(pthread_create(&th[i], NULL, reader_thread, &ra[i]), 0);
+			}
+			/* and a plain sequential read() on the same fd meanwhile */
+			char *b = malloc(1 << 20);
+			while (read(fd, b, 1 << 20) > 0)
+				;
+			free(b);
+			for (int i = 0; i < 4; i++) {
+				pthread_join(th[i], NULL);
+				ck_assert_msg(!ra[i].bad, "%s: reader %d got wrong data (round %d)",
+					      names[k], i, rep);
+			}
+			close(fd);
+		}
+		ck_assert_int_eq(unlink(PM("%s", names[k])), 0);
+	}
+	free(buf);
+}
+END_TEST
+
 void add_files_tests(TCase *tc)
 {
 	tcase_add_test(tc, files_create_excl);
@@ -652,4 +728,5 @@ void add_files_tests(TCase *tc)
 	tcase_add_test(tc, files_mmap);
 	tcase_add_test(tc, files_odirect);
 	tcase_add_test(tc, files_concurrent_writers);
+	tcase_add_test(tc, files_shared_fd_concurrent_reads);
 }
