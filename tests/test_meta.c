@@ -660,6 +660,63 @@ START_TEST(meta_access)
 }
 END_TEST
 
+/* Inode numbers get reused by the backing fs after unlink: dcfs must never
+ * show the new file with the old file's attributes or data. */
+START_TEST(meta_inode_reuse)
+{
+	T_BEGIN();
+	char buf[8192];
+	int reused = 0;
+	for (int i = 0; i < 40; i++) {
+		/* old file, known to dcfs (looked up and read through the mount) */
+		fill_pattern(buf, sizeof buf, (unsigned)i);
+		ck_assert_int_eq(write_file(PE("old%d", i), buf, 100 + i, 0644), 0);
+		struct stat so, sn, sb;
+		ck_assert_int_eq(stat(PM("old%d", i), &so), 0);
+		size_t l;
+		char *c = slurp(PM("old%d", i), &l);
+		ck_assert_ptr_nonnull(c);
+		free(c);
+		/* replaced behind dcfs' back (odd i) or through dcfs (even i) */
+		if (i % 2)
+			ck_assert_int_eq(unlink(PE("old%d", i)), 0);
+		else
+			ck_assert_int_eq(unlink(PM("old%d", i)), 0);
+		fill_pattern(buf, sizeof buf, 1000u + (unsigned)i);
+		if (i % 2)
+			ck_assert_int_eq(write_file(PE("new%d", i), buf, 5000 + i, 0600), 0);
+		else
+			ck_assert_int_eq(write_file(PM("new%d", i), buf, 5000 + i, 0600), 0);
+		ck_assert_int_eq(stat(PE("new%d", i), &sb), 0);
+		if (sb.st_ino == so.st_ino)
+			reused++;
+		ck_assert_int_eq(stat(PM("new%d", i), &sn), 0);
+		ck_assert_msg(sn.st_ino == sb.st_ino && sn.st_size == sb.st_size &&
+				      sn.st_mode == sb.st_mode,
+			      "new%d (backing ino %llu%s): dcfs shows ino %llu size %lld mode 0%o, backing "
+			      "size %lld mode 0%o",
+			      i, (unsigned long long)sb.st_ino,
+			      sb.st_ino == so.st_ino ? ", reused" : "", (unsigned long long)sn.st_ino,
+			      (long long)sn.st_size, sn.st_mode, (long long)sb.st_size, sb.st_mode);
+		c = slurp(PM("new%d", i), &l);
+		ck_assert_ptr_nonnull(c);
+		ck_assert_msg(l == (size_t)(5000 + i) && memcmp(c, buf, l) == 0,
+			      "new%d: wrong content through dcfs (%zu bytes)", i, l);
+		free(c);
+		char rel[32];
+		snprintf(rel, sizeof rel, "new%d", i);
+		check_identity(rel);
+		/* the old name is gone (when removed through dcfs; a name removed
+		 * behind its back may stay cached for entry_timeout) */
+		errno = 0;
+		if (i % 2 == 0)
+			ck_assert_msg(access(PM("old%d", i), F_OK) < 0 && errno == ENOENT,
+				      "old%d still visible through dcfs after unlink", i);
+	}
+	(void)reused; /* reuse is likely on ext4/xfs but not guaranteed */
+}
+END_TEST
+
 void add_meta_tests(TCase *tc)
 {
 	tcase_add_test(tc, meta_chmod_chown);
@@ -673,4 +730,5 @@ void add_meta_tests(TCase *tc)
 	tcase_add_test(tc, meta_xattr);
 	tcase_add_test(tc, meta_acl);
 	tcase_add_test(tc, meta_access);
+	tcase_add_test(tc, meta_inode_reuse);
 }
