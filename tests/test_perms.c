@@ -18,6 +18,7 @@ enum op {
 	OP_MKSOCK, OP_CHMOD, OP_CHOWN, OP_CHGRP, OP_TRUNCATE, OP_UTIMES_SET, OP_UTIMES_NOW,
 	OP_SETXATTR, OP_GETXATTR, OP_UNLINK, OP_RENAME, OP_RMDIR, OP_ACCESS, OP_OPENDIR,
 	OP_STAT, OP_WRITE_EXISTING, OP_LINK, OP_MKNOD_CHR, OP_READ_CONTENT,
+	OP_FUTIMENS_NOW, OP_FUTIMENS_SET, OP_FTRUNCATE, OP_FCHMOD, OP_FCHOWN,
 };
 
 struct opspec {
@@ -112,6 +113,31 @@ static long do_op(struct as_ctx *c)
 		return fd < 0 ? -1 : close(fd);
 	case OP_STAT:
 		return stat(pa, &st);
+	case OP_FUTIMENS_NOW:
+	case OP_FUTIMENS_SET:
+	case OP_FTRUNCATE:
+	case OP_FCHMOD:
+	case OP_FCHOWN: {
+		fd = open(pa, O_WRONLY);
+		if (fd < 0)
+			return -1000 - errno; /* distinguishable from the fd op failing */
+		struct timespec ts[2] = { { 3000, 0 }, { 4000, 0 } };
+		long r;
+		if (o->op == OP_FUTIMENS_NOW)
+			r = futimens(fd, NULL);
+		else if (o->op == OP_FUTIMENS_SET)
+			r = futimens(fd, ts);
+		else if (o->op == OP_FTRUNCATE)
+			r = ftruncate(fd, o->n);
+		else if (o->op == OP_FCHMOD)
+			r = fchmod(fd, (mode_t)o->n);
+		else
+			r = fchown(fd, (uid_t)o->n, -1);
+		int e = errno;
+		close(fd);
+		errno = e;
+		return r;
+	}
 	}
 	return -1;
 }
@@ -120,7 +146,8 @@ static const char *opnames[] = {
 	"create", "open_r", "open_w", "open_rw_trunc", "mkdir", "symlink", "mkfifo", "mksock",
 	"chmod", "chown", "chgrp", "truncate", "utimes_set", "utimes_now", "setxattr",
 	"getxattr", "unlink", "rename", "rmdir", "access", "opendir", "stat", "write",
-	"link", "mknod_chr", "read",
+	"link", "mknod_chr", "read", "futimens_now", "futimens_set", "ftruncate", "fchmod",
+	"fchown",
 };
 
 /* run op as uid on both sides, compare, and check expected (0 = success,
@@ -333,6 +360,33 @@ START_TEST(perms_killpriv)
 END_TEST
 
 
+/* setattr on an fd opened by an unprivileged user on root's 0666 file:
+ * write permission allows truncate and "touch", not explicit times, chmod
+ * or chown; the file stays root's. */
+START_TEST(perms_fd_setattr)
+{
+	T_BEGIN();
+	make_pub("pub", 0777);
+	DUAL(write_file(P("pub/shared"), "0123456789", 10, 0644));
+	DUAL(chmod(P("pub/shared"), 0666));
+	as(U1, OP_FUTIMENS_NOW, "pub/shared", NULL, 0, 0);
+	as(U1, OP_FUTIMENS_SET, "pub/shared", NULL, 0, EPERM);
+	as(U1, OP_FTRUNCATE, "pub/shared", NULL, 4, 0);
+	as(U1, OP_FCHMOD, "pub/shared", NULL, 0777, EPERM);
+	as(U1, OP_FCHOWN, "pub/shared", NULL, TEST_UID, EPERM);
+	check_dual_stat("pub/shared");
+	check_identity("pub/shared");
+	owned_by("pub/shared", 0, 0);
+	/* owner may do all of it on its own file through an fd */
+	as(U1, OP_CREATE, "pub/own", NULL, 0644, 0);
+	as(U1, OP_FUTIMENS_SET, "pub/own", NULL, 0, 0);
+	as(U1, OP_FCHMOD, "pub/own", NULL, 0600, 0);
+	as(U1, OP_FTRUNCATE, "pub/own", NULL, 100, 0);
+	check_dual_stat("pub/own");
+	owned_by("pub/own", TEST_UID, TEST_GID);
+}
+END_TEST
+
 static long write_and_sync(struct as_ctx *c)
 {
 	char p[PATH_MAX];
@@ -416,5 +470,6 @@ void add_perms_tests(TCase *tc)
 	tcase_add_test(tc, perms_directories);
 	tcase_add_test(tc, perms_chown_chmod_unpriv);
 	tcase_add_test(tc, perms_killpriv);
+	tcase_add_test(tc, perms_fd_setattr);
 	tcase_add_test(tc, perms_enospc_reserved);
 }
