@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -766,17 +767,77 @@ pid_t find_daemon_for(const char *mnt)
 	return found;
 }
 
+/* /sbin/mount.dcfs is shared by concurrent test runs (several engineers
+ * run `make check` on one machine). Each run registers its pid in
+ * HELPER_REG; a link made by any run is marked with HELPER_REG/owned and
+ * removed by the last registered run that exits. */
+#define HELPER_REG "/run/dcfs-tests-helper"
+static char helper_pidfile[64];
+
 static int ensure_sbin_helper(char *err, size_t errlen)
 {
 	struct stat st;
+	mkdir(HELPER_REG, 0700);
+	snprintf(helper_pidfile, sizeof helper_pidfile, HELPER_REG "/%d", (int)getpid());
+	int fd = open(helper_pidfile, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
 	if (lstat("/sbin/mount.dcfs", &st) == 0)
 		return 0;
 	if (symlink(g_mount_dcfs_bin, "/sbin/mount.dcfs") < 0) {
 		snprintf(err, errlen, "symlink /sbin/mount.dcfs: %s", strerror(errno));
 		return -1;
 	}
+	fd = open(HELPER_REG "/owned", O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
 	created_sbin_link = 1;
 	return 0;
+}
+
+/* async-signal-safe: raw getdents64 over HELPER_REG */
+static void release_sbin_helper(void)
+{
+	if (!helper_pidfile[0])
+		return;
+	unlink(helper_pidfile);
+	helper_pidfile[0] = 0;
+	int dfd = open(HELPER_REG, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	static char dbuf[8192];
+	int others = 0;
+	long n;
+	while ((n = syscall(SYS_getdents64, dfd, dbuf, sizeof dbuf)) > 0) {
+		for (long off = 0; off < n;) {
+			/* struct linux_dirent64: u64 ino, s64 off, u16 reclen, u8 type, name */
+			unsigned short reclen;
+			memcpy(&reclen, dbuf + off + 16, sizeof reclen);
+			const char *name = dbuf + off + 19;
+			off += reclen;
+			long pid = 0;
+			const char *c = name;
+			while (*c >= '0' && *c <= '9')
+				pid = pid * 10 + (*c++ - '0');
+			if (*c || pid <= 0)
+				continue;
+			if (kill((pid_t)pid, 0) == 0 || errno == EPERM) {
+				others = 1;
+			} else {
+				char stale[64];
+				memcpy(stale, HELPER_REG "/", sizeof HELPER_REG);
+				size_t l = strlen(name);
+				if (l < sizeof stale - sizeof HELPER_REG) {
+					memcpy(stale + sizeof HELPER_REG, name, l + 1);
+					unlink(stale);
+				}
+			}
+		}
+	}
+	close(dfd);
+	if (!others && unlink(HELPER_REG "/owned") == 0)
+		unlink("/sbin/mount.dcfs");
+	created_sbin_link = 0;
 }
 
 int helper_mount(const char *backing, const char *mnt, const char *opts, char *out, size_t outlen)
@@ -1050,10 +1111,7 @@ static void cleanup_impl(int from_signal)
 		}
 	}
 	reg_nloops = 0;
-	if (created_sbin_link) {
-		unlink("/sbin/mount.dcfs");
-		created_sbin_link = 0;
-	}
+	release_sbin_helper();
 	if (g_tmpdir[0]) {
 		pid_t p = fork();
 		if (p == 0) {
