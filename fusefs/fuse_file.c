@@ -70,6 +70,7 @@ static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
 	f->flags = flags;
 	f->inode = inode;
 	f->io = &io_plain;
+	f->refs = 1; /* dropped by release */
 	pthread_mutex_init(&f->lock, NULL);
 	err = io_select(req, f, fi);
 	if (err) {
@@ -90,6 +91,27 @@ static void file_free(struct dcfs_file *f)
 	close(f->fd);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
+}
+
+/*
+ * A request already in the daemon may outlive the kernel's view of the
+ * handle: when the caller is killed mid-read, the kernel gives up on the
+ * request and sends RELEASE at once.  Handlers of long operations hold a
+ * reference, so the fd is not closed (and maybe reused for another file)
+ * and the buffers not freed under them.
+ */
+static struct dcfs_file *file_get(struct fuse_file_info *fi)
+{
+	struct dcfs_file *f = dcfs_file_of(fi);
+
+	atomic_fetch_add(&f->refs, 1);
+	return f;
+}
+
+static void file_put(struct dcfs_file *f)
+{
+	if (atomic_fetch_sub(&f->refs, 1) == 1)
+		file_free(f);
 }
 
 void files_release_all(void)
@@ -183,19 +205,20 @@ out_err:
 static void dcfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		      struct fuse_file_info *fi)
 {
-	struct dcfs_file *f = dcfs_file_of(fi);
+	struct dcfs_file *f = file_get(fi);
 
 	(void)ino;
 	/* Before the reply: the next request of the stream may follow at once. */
 	io_account(f, off, size);
 	f->io->read(req, f, size, off);
+	file_put(f);
 }
 
 static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 			   struct fuse_bufvec *in, off_t off,
 			   struct fuse_file_info *fi)
 {
-	struct dcfs_file *f = dcfs_file_of(fi);
+	struct dcfs_file *f = file_get(fi);
 	int how = creds_io_begin(req);
 	ssize_t n = f->io->write(f, in, off);
 
@@ -204,10 +227,11 @@ static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 	data_changed(f->inode);
 	if (n < 0) {
 		fuse_reply_err(req, (int)-n);
-		return;
+	} else {
+		io_account(f, off, (size_t)n);
+		fuse_reply_write(req, (size_t)n);
 	}
-	io_account(f, off, (size_t)n);
-	fuse_reply_write(req, (size_t)n);
+	file_put(f);
 }
 
 /*
@@ -216,10 +240,12 @@ static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino,
  */
 static void dcfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	int fd = dup(dcfs_file_of(fi)->fd);
+	struct dcfs_file *f = file_get(fi);
+	int fd = dup(f->fd);
 	int err = fd < 0 ? -errno : (int)dcfs_err(close(fd));
 
 	(void)ino;
+	file_put(f);
 	fuse_reply_err(req, -err);
 }
 
@@ -227,30 +253,32 @@ static void dcfs_release(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi)
 {
 	(void)ino;
-	file_free(dcfs_file_of(fi));
+	file_put(dcfs_file_of(fi));
 	fuse_reply_err(req, 0);
 }
 
 static void dcfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		       struct fuse_file_info *fi)
 {
-	int fd = dcfs_file_of(fi)->fd;
-	int err = (int)dcfs_err(datasync ? fdatasync(fd) : fsync(fd));
+	struct dcfs_file *f = file_get(fi);
+	int err = (int)dcfs_err(datasync ? fdatasync(f->fd) : fsync(f->fd));
 
 	(void)ino;
+	file_put(f);
 	fuse_reply_err(req, -err);
 }
 
 static void dcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 			   off_t off, off_t len, struct fuse_file_info *fi)
 {
+	struct dcfs_file *f = file_get(fi);
 	int how = creds_io_begin(req);
-	int err = (int)dcfs_err(
-		fallocate(dcfs_file_of(fi)->fd, mode, off, len));
+	int err = (int)dcfs_err(fallocate(f->fd, mode, off, len));
 
 	(void)ino;
 	creds_io_end(how);
-	data_changed(dcfs_file_of(fi)->inode);
+	data_changed(f->inode);
+	file_put(f);
 	fuse_reply_err(req, -err);
 }
 
@@ -273,17 +301,21 @@ static void dcfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 				 int flags)
 {
 	loff_t in = off_in, out = off_out;
+	struct dcfs_file *fin, *fout;
 	ssize_t n;
 	int how;
 
 	(void)ino_in;
 	(void)ino_out;
-	data_changed(dcfs_file_of(fi_out)->inode);
+	fin = file_get(fi_in);
+	fout = file_get(fi_out);
+	data_changed(fout->inode);
 	how = creds_io_begin(req);
-	n = copy_file_range(dcfs_file_of(fi_in)->fd, &in,
-			    dcfs_file_of(fi_out)->fd, &out, len,
+	n = copy_file_range(fin->fd, &in, fout->fd, &out, len,
 			    (unsigned int)flags);
 	creds_io_end(how);
+	file_put(fin);
+	file_put(fout);
 	if (n < 0)
 		fuse_reply_err(req, errno);
 	else

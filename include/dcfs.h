@@ -58,6 +58,7 @@ struct dcfs_file {
 	int flags;
 	struct dcfs_inode *inode;
 	const struct dcfs_io *io;
+	_Atomic int refs; /* release + requests in progress */
 	pthread_mutex_t lock; /* the fields below */
 
 	int policy;	    /* enum dcfs_policy decided at open */
