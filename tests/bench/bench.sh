@@ -24,7 +24,7 @@ HOT=2G
 STREAM=8G
 HOT_RUNS=3
 CG_LIMIT=1G
-META_N=100000
+META_N="15000 100000" # the first fits dcfs under this machine's 20000-fd limit
 META_RUNS=3
 BSLIST="4K 64K 1M"
 SYSTEMS="nat-buf nat-dc dcfs-cache dcfs-dc dcfs-dc-t1 dcfs-btrfs"
@@ -45,7 +45,7 @@ usage: $0 [options]
   --stream S         bytes streamed past the hot set (default $STREAM)
   --hot-runs N       hot-set runs (default $HOT_RUNS)
   --cg-limit S       memory cgroup limit of the hot-set test (default $CG_LIMIT)
-  --meta-files N     files of the metadata test (default $META_N)
+  --meta-files "N.." file counts of the metadata test (default "$META_N")
   --bs "LIST"        request sizes (default "$BSLIST")
   --systems "LIST"   streaming systems (default "$SYSTEMS")
   --hot-systems "L"  hot-set systems (default "$HOTSYS";
@@ -219,13 +219,11 @@ watch_start() { # waits until the sampler has its first sample
 	"$IO" watch 50 "$W/tmp/watch.ready" > "$W/tmp/watch" & WATCH=$!
 	while [ ! -e "$W/tmp/watch.ready" ] && kill -0 $WATCH 2>/dev/null; do sleep 0.01; done
 }
-watch_stop() {
-	local w
+watch_stop() { # sets WOUT; not in a subshell: it must reap the sampler
 	kill -TERM $WATCH; wait $WATCH || true
-	w=$(cat "$W/tmp/watch")
-	set -- $w
-	[ $# = 5 ] || { log "warning: meminfo sampler said '$w'"; w="0 0 0 0 0"; }
-	echo "$w"
+	WOUT=$(cat "$W/tmp/watch")
+	set -- $WOUT
+	[ $# = 5 ] || { log "warning: meminfo sampler said '$WOUT'"; WOUT=""; }
 }
 
 # ---------------------------------------------------------------- systems
@@ -275,7 +273,7 @@ one_op() {
 	else
 		out=$("$IO" read "$DIR/$f" "$bs" $FLAG) || out=""
 	fi
-	w=$(watch_stop)
+	watch_stop; w=$WOUT
 	if [ -z "$out" ]; then
 		log "run $rep $sys $bs $op FAILED (not counted)"
 		return 0
@@ -286,8 +284,9 @@ one_op() {
 	rf=-
 	[ "$DIR" != "$BDIR" ] && rf=$("$IO" resident "$DIR/$f" | cut -d' ' -f1)
 	set -- $out; local nb=$1 secs=$2 mibs=$3
-	set -- $w
-	echo "$rep,$sys,$bs,$op,$nb,$secs,$mibs,$rb,$rf,$(($3 - $1)),$(($4 - $2)),$((k1 - k0)),$((c1 - c0))" \
+	local dcached=- ddirty=-
+	[ -n "$w" ] && { set -- $w; dcached=$(($3 - $1)) ddirty=$(($4 - $2)); }
+	echo "$rep,$sys,$bs,$op,$nb,$secs,$mibs,$rb,$rf,$dcached,$ddirty,$((k1 - k0)),$((c1 - c0))" \
 		>> "$RAW/stream.csv"
 	log "run $rep $sys $bs $op: $mibs MiB/s resident $rb/$rf"
 	[ "$op" = read ] && rm -f "$DIR/$f"
@@ -340,7 +339,7 @@ hot_run() {
 	c0=$(cpu_ticks "$pid")
 	watch_start
 	out=$(incg "$cg" "$IO" write "$stream" "$STREAM" 1M $flag fsync)
-	w=$(watch_stop)
+	watch_stop; w=$WOUT
 	c1=$(cpu_ticks "$pid")
 	sleep 0.5
 	sv=$("$IO" survival "$hot" "$W/tmp/hot.before")
@@ -350,7 +349,8 @@ hot_run() {
 	[ -n "$mnt" ] && stop_dcfs hot "$mnt"
 	set -- $sv; local had=$1 still=$2 frac=$3
 	set -- $svb; local bhad=$1 bstill=$2
-	set -- $w; local dend=$(($5 - $1)) dpeak=$(($3 - $1))
+	local dend=- dpeak=-
+	[ -n "$w" ] && { set -- $w; dend=$(($5 - $1)) dpeak=$(($3 - $1)); }
 	set -- $out
 	echo "$rep,$sys,$had,$still,$frac,$dend,$dpeak,$3,$((c1 - c0)),$kb,$bhad,$bstill" >> "$RAW/hot.csv"
 	log "hot run $rep $sys: survival $frac ($still of $had pages) backing $bstill/$bhad, Cached +$((dend / 1024)) MiB, stream $3 MiB/s"
@@ -375,29 +375,40 @@ hot_part() {
 
 # ---------------------------------------------------------------- metadata
 meta_part() {
-	local rep sys d out
-	: > "$RAW/meta.csv"
-	for rep in $(seq "$META_RUNS"); do
-		for sys in native dcfs; do
-			d=$E/meta-native
-			[ "$sys" = dcfs ] && d=$M/meta
-			rm -rf "$E/meta-native"
-			mkdir -p "$d"
-			drop_caches
-			out=$("$IO" meta "$d" "$META_N" 1K)
-			echo "$rep,$sys,${out// /,}" >> "$RAW/meta.csv"
-			log "meta run $rep $sys: create/stat/unlink $out s"
+	local rep sys d out n
+	for n in $META_N; do
+		# a fresh daemon per file count: a failed run leaves fds behind
+		start_dcfs meta "$W/conf/cache.conf" "$E/meta-dcfs" "$M/meta" ""
+		for rep in $(seq "$META_RUNS"); do
+			for sys in native dcfs; do
+				d=$E/meta-native
+				[ "$sys" = dcfs ] && d=$M/meta
+				rm -rf "$E/meta-native"
+				find "$E/meta-dcfs" -mindepth 1 -delete
+				mkdir -p "$d"
+				drop_caches
+				if ! out=$("$IO" meta "$d" "$n" 1K 2>"$W/tmp/meta.err"); then
+					log "meta $n run $rep $sys FAILED: $(cat "$W/tmp/meta.err")"
+					echo "$n,$rep,$sys,FAIL,$(sed 's/,/;/g' "$W/tmp/meta.err" | head -1)" >> "$RAW/meta.csv"
+					continue
+				fi
+				echo "$n,$rep,$sys,${out// /,}" >> "$RAW/meta.csv"
+				log "meta $n run $rep $sys: create/stat/unlink $out s"
+			done
 		done
+		ls /proc/$PID_meta/fd | wc -l > "$OUT/logs/dcfs-meta-$n-fds.txt"
+		stop_dcfs meta "$M/meta"
 	done
 }
 
 # ---------------------------------------------------------------- report
 median_awk='
-function med(s,   a, n, i, j, t) {
-	n = split(s, a, " ")
+function med(s,   a, b, m, n, i, j, t) {
+	m = split(s, b, " "); n = 0
+	for (i = 1; i <= m; i++) if (b[i] != "-") a[++n] = b[i]
+	if (n == 0 && m > 0) return "-"
 	for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]; a[j + 1] = t }
 	if (n == 0) return ""
-	if (a[1] == "-") return "-"
 	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }'
 
@@ -408,7 +419,7 @@ stream_medians() {
 		k = $2 "," $3 "," $4
 		if (!(k in seen)) { seen[k] = 1; order[++n] = k }
 		mibs[k] = mibs[k] " " $7; rb[k] = rb[k] " " $8; rf[k] = rf[k] " " $9
-		dc[k] = dc[k] " " $10 / 1024; dd[k] = dd[k] " " $11 / 1024
+		dc[k] = dc[k] " " ($10 == "-" ? "-" : $10 / 1024); dd[k] = dd[k] " " ($11 == "-" ? "-" : $11 / 1024)
 		ks[k] = ks[k] " " $12
 		cpu[k] = cpu[k] " " ($13 / hz) / ($5 / 1073741824)
 	}
@@ -442,7 +453,7 @@ hot_medians() {
 		k = $2
 		if (!(k in seen)) { seen[k] = 1; order[++n] = k }
 		had[k] = had[k] " " $3; still[k] = still[k] " " $4; fr[k] = fr[k] " " $5
-		de[k] = de[k] " " $6 / 1024; dp[k] = dp[k] " " $7 / 1024; mb[k] = mb[k] " " $8
+		de[k] = de[k] " " ($6 == "-" ? "-" : $6 / 1024); dp[k] = dp[k] " " ($7 == "-" ? "-" : $7 / 1024); mb[k] = mb[k] " " $8
 		cpu[k] = cpu[k] " " $9; mu[k] = mu[k] " " $10 / 1048576
 		bh[k] = bh[k] " " $11; bs[k] = bs[k] " " $12
 	}
@@ -452,18 +463,23 @@ hot_medians() {
 	}' "$RAW/hot.csv" > "$RAW/hot-median.csv"
 }
 
-meta_medians() {
-	awk -F, "$median_awk"'
-	{ c[$2] = c[$2] " " $3; s[$2] = s[$2] " " $4; u[$2] = u[$2] " " $5 }
+meta_medians() { # N
+	awk -F, -v N="$1" "$median_awk"'
+	$1 != N { next }
+	$4 == "FAIL" { fail[$3] = fail[$3] "run " $2 ": " $5 "; "; next }
+	{ c[$3] = c[$3] " " $4; s[$3] = s[$3] " " $5; u[$3] = u[$3] " " $6 }
+	function cell(v) { return v == "" ? "FAILED" : sprintf("%.3f", v) }
+	function ratio(a, b) { return (a == "" || b == "" || a == 0) ? "-" : sprintf("%.2f", b / a) }
 	END {
-		split("create stat unlink", ops, " ")
 		nc = med(c["native"]); dc = med(c["dcfs"]); ns = med(s["native"]); ds = med(s["dcfs"])
 		nu = med(u["native"]); du = med(u["dcfs"])
-		printf "| create + write 1 KiB + close | %.3f | %.3f | %.2f |\n", nc, dc, (nc > 0) ? dc / nc : 0
-		printf "| stat | %.3f | %.3f | %.2f |\n", ns, ds, (ns > 0) ? ds / ns : 0
-		printf "| unlink | %.3f | %.3f | %.2f |\n", nu, du, (nu > 0) ? du / nu : 0
-		nt = nc + ns + nu; dt = dc + ds + du
-		printf "| total | %.3f | %.3f | %.2f |\n", nt, dt, (nt > 0) ? dt / nt : 0
+		printf "| create + write 1 KiB + close | %s | %s | %s |\n", cell(nc), cell(dc), ratio(nc, dc)
+		printf "| stat | %s | %s | %s |\n", cell(ns), cell(ds), ratio(ns, ds)
+		printf "| unlink | %s | %s | %s |\n", cell(nu), cell(du), ratio(nu, du)
+		nt = (nc == "") ? "" : nc + ns + nu; dt = (dc == "") ? "" : dc + ds + du
+		printf "| total | %s | %s | %s |\n", cell(nt), cell(dt), ratio(nt, dt)
+		if (fail["dcfs"] != "") printf "\ndcfs failures: %s\n", fail["dcfs"]
+		if (fail["native"] != "") printf "\nnative failures: %s\n", fail["native"]
 	}' "$RAW/meta.csv"
 }
 
@@ -629,11 +645,15 @@ report() {
 			echo
 		fi
 		if [ -s "$RAW/meta.csv" ]; then
-			echo "## Metadata: $META_N files of 1 KiB in one directory, seconds (median of $META_RUNS run(s))"
-			echo
-			echo "| phase | native ext4 | dcfs (cache class) | dcfs / native |"
-			echo "|---|---:|---:|---:|"
-			meta_medians
+			for n in $META_N; do
+				echo "## Metadata: $n files of 1 KiB in one directory, seconds (median of $META_RUNS run(s))"
+				echo
+				echo "| phase | native ext4 | dcfs (cache class) | dcfs / native |"
+				echo "|---|---:|---:|---:|"
+				meta_medians "$n"
+				echo
+			done
+			echo "RLIMIT_NOFILE of the daemon: $(ulimit -n) (dcfs holds one fd per inode the kernel has looked up)."
 			echo
 		fi
 		[ -s "$OUT/bench.png" ] && echo "Chart: bench.png"
@@ -660,8 +680,16 @@ case " $SYSTEMS $HOTSYS " in *btrfs*)
 	[ $DO_STREAM = 1 ] || [ $DO_HOT = 1 ] &&
 		make_fs btrfs "$( [ $MODE = quick ] && echo 6G || echo 14G )" "$B" ;;
 esac
-PID_cache="" PID_dc="" PID_dc1="" PID_btrfs="" PID_hot=""
-rm -f "$RAW"/*.csv "$OUT/bench.png"
+PID_cache="" PID_dc="" PID_dc1="" PID_btrfs="" PID_hot="" PID_meta=""
+# dcfs keeps an fd per inode the kernel knows: 100k files need more than
+# the usual 1024 (or this machine's 20000).  The daemons inherit this.
+NOFILE=$(cat /proc/sys/fs/nr_open 2>/dev/null || echo 1048576)
+ulimit -Hn "$NOFILE" 2>/dev/null && ulimit -Sn "$NOFILE" 2>/dev/null ||
+	log "warning: could not raise RLIMIT_NOFILE ($(ulimit -n)); the metadata test may hit EMFILE in dcfs"
+rm -f "$OUT/bench.png"
+[ $DO_STREAM = 1 ] && rm -f "$RAW"/stream*.csv
+[ $DO_HOT = 1 ] && rm -f "$RAW"/hot*.csv
+[ $DO_META = 1 ] && rm -f "$RAW"/meta*.csv
 for v in MODE RUNS SIZE SIZE_4K HOT STREAM HOT_RUNS CG_LIMIT META_N META_RUNS BSLIST SYSTEMS HOTSYS ARGS; do
 	printf '%s=%q\n' $v "${!v}"
 done > "$RAW/params.sh"
@@ -691,9 +719,8 @@ if [ $DO_HOT = 1 ]; then
 fi
 if [ $DO_META = 1 ]; then
 	log "metadata part: $META_N files × $META_RUNS runs"
-	start_dcfs meta "$W/conf/cache.conf" "$E/meta-dcfs" "$M/meta" ""
+	mkdir -p "$E/meta-dcfs"
 	meta_part
-	stop_dcfs meta "$M/meta"
 fi
 chart || log "gnuplot failed"
 report
