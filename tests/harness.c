@@ -1175,6 +1175,9 @@ int harness_init(void)
 {
 	g_main_pid = getpid();
 	umask(022);
+	/* failure messages carry daemon log excerpts (sanitizer reports); Check's
+	 * default limit of 4 KiB makes the test child exit early instead */
+	check_set_max_msg_size(64 * 1024);
 	g_sanitized = getenv("DCFS_SANITIZED") && atoi(getenv("DCFS_SANITIZED")) != 0;
 	g_dcfs_bin = getenv("DCFS_BIN");
 	g_mount_dcfs_bin = getenv("MOUNT_DCFS_BIN");
