@@ -1000,8 +1000,43 @@ void check_unmount_and_daemon(void)
 	ck_assert_msg(!is_mounted(g_mnt, NULL, 0), "%s still mounted", g_mnt);
 }
 
+/* Does the daemon answer a LOOKUP within the deadline? (a fresh name, so
+ * neither the dentry nor the attribute cache can answer it) */
+static int probe_alive(const char *mnt, double timeout)
+{
+	static int seq;
+	char p[PATH_MAX];
+	snprintf(p, sizeof p, "%s/.dcfs-tests-probe-%d-%d", mnt, (int)getpid(), ++seq);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct stat st;
+		_exit(lstat(p, &st) < 0 && errno == ENOENT ? 0 : 1);
+	}
+	if (pid < 0)
+		return 0;
+	double end = now_s() + timeout;
+	int st;
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		if (now_s() > end) {
+			kill(pid, SIGKILL);
+			return -1;
+		}
+		sleep_ms(5);
+	}
+	return 0;
+}
+
+static void hung_marker(char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/logs/hung-%s", g_tmpdir, g_cfg->name);
+}
+
 void test_begin(const char *name)
 {
+	char hm[PATH_MAX];
+	hung_marker(hm, sizeof hm);
+	ck_assert_msg(access(hm, F_OK) != 0,
+		      "dcfs daemon stopped answering requests in an earlier test (%s)", g_cfg->name);
 	ck_assert_msg(!g_setup_err[0], "setup failed: %s", g_setup_err);
 	ck_assert_msg(is_mounted(g_mnt, NULL, 0), "%s is not mounted (daemon died?)", g_mnt);
 	if (g_cfg->mm == MM_DAEMON) {
@@ -1023,6 +1058,13 @@ void test_begin(const char *name)
 	if (g_cfg->mm == MM_HELPER && g_helper_daemon > 0)
 		ck_assert_msg(kill(g_helper_daemon, 0) == 0,
 			      "dcfs daemon (pid %d) already died in an earlier test", g_helper_daemon);
+	if (g_cfg->mm != MM_BIND && probe_alive(g_mnt, 15 * deadline_scale()) < 0) {
+		int fd = open(hm, O_CREAT | O_WRONLY, 0644);
+		if (fd >= 0)
+			close(fd);
+		ck_abort_msg("dcfs daemon does not answer a LOOKUP within %.0fs (hung?)",
+			     15 * deadline_scale());
+	}
 	umask(022);
 	snprintf(ROOTS[0], PATH_MAX, "%s/%s", g_ref, name);
 	snprintf(ROOTS[1], PATH_MAX, "%s/%s", g_mnt, name);
