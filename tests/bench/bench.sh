@@ -140,6 +140,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+# drop_caches by anyone: a change during a measurement means someone else on
+# the machine dropped the page cache under it (the run is then excluded).
+drops() { awk '$1 == "drop_pagecache" { print $2 }' /proc/vmstat; }
 kswapd_scan() { awk '$1 == "pgscan_kswapd" { print $2 }' /proc/vmstat; }
 cpu_ticks() { # utime + stime of all threads of a pid, 0 without one
 	[ -n "${1:-}" ] && [ -r /proc/$1/stat ] || { echo 0; return; }
@@ -259,14 +262,14 @@ sys_label() {
 }
 
 # One measured operation; appends a CSV line to $RAW/stream.csv:
-# rep,sys,bs,op,bytes,secs,mibs,res_backing,res_fuse,dcached_kb,ddirty_kb,kswapd,cpu_ticks
-one_op() {
-	local rep=$1 sys=$2 bs=$3 op=$4 size=$5 f out k0 k1 c0 c1 w rb rf
+# rep,sys,bs,op,bytes,secs,mibs,res_backing,res_fuse,dcached_kb,ddirty_kb,kswapd,cpu_ticks,disturbed
+one_op_try() {
+	local rep=$1 sys=$2 bs=$3 op=$4 size=$5 f out k0 k1 c0 c1 w rb rf x0 x1 ext=0
 	sys_setup "$sys"
 	f=bench-$bs.dat
 	[ "$op" = write ] && rm -f "$DIR/$f"
 	drop_caches
-	k0=$(kswapd_scan); c0=$(cpu_ticks "$DPID")
+	k0=$(kswapd_scan); c0=$(cpu_ticks "$DPID"); x0=$(drops)
 	watch_start
 	if [ "$op" = write ]; then
 		out=$("$IO" write "$DIR/$f" "$size" "$bs" $FLAG fsync) || out=""
@@ -276,6 +279,7 @@ one_op() {
 	watch_stop; w=$WOUT
 	if [ -z "$out" ]; then
 		log "run $rep $sys $bs $op FAILED (not counted)"
+		EXT=0
 		return 0
 	fi
 	k1=$(kswapd_scan); c1=$(cpu_ticks "$DPID")
@@ -283,13 +287,25 @@ one_op() {
 	rb=$("$IO" resident "$BDIR/$f" | cut -d' ' -f1)
 	rf=-
 	[ "$DIR" != "$BDIR" ] && rf=$("$IO" resident "$DIR/$f" | cut -d' ' -f1)
+	x1=$(drops)
+	[ "$x1" = "$x0" ] || { ext=1; log "warning: someone dropped the page cache during this run: excluded"; }
 	set -- $out; local nb=$1 secs=$2 mibs=$3
 	local dcached=- ddirty=-
 	[ -n "$w" ] && { set -- $w; dcached=$(($3 - $1)) ddirty=$(($4 - $2)); }
-	echo "$rep,$sys,$bs,$op,$nb,$secs,$mibs,$rb,$rf,$dcached,$ddirty,$((k1 - k0)),$((c1 - c0))" \
+	echo "$rep,$sys,$bs,$op,$nb,$secs,$mibs,$rb,$rf,$dcached,$ddirty,$((k1 - k0)),$((c1 - c0)),$ext" \
 		>> "$RAW/stream.csv"
 	log "run $rep $sys $bs $op: $mibs MiB/s resident $rb/$rf"
-	[ "$op" = read ] && rm -f "$DIR/$f"
+	EXT=$ext
+	return 0
+}
+
+# A run someone else's drop_caches disturbed is recorded (and excluded from
+# the medians if clean runs exist) and retried once.
+one_op() {
+	EXT=0
+	one_op_try "$@"
+	[ "$EXT" = 1 ] && one_op_try "$@"
+	[ "$4" = read ] && rm -f "$DIR/bench-$3.dat"
 	return 0
 }
 
@@ -312,10 +328,10 @@ stream_part() {
 # One run: the hot reader reads the hot file into cache, then the writer
 # streams STREAM bytes; reader, writer and (for dcfs) the daemon are all in
 # one memory cgroup limited to CG_LIMIT.  Appends to $RAW/hot.csv:
-# rep,sys,hot_pages_before,still,fraction,dcached_end_kb,dcached_peak_kb,stream_mibs,cpu_ticks,cg_max_usage,hot_backing_before,hot_backing_still
+# rep,sys,hot_pages_before,still,fraction,dcached_end_kb,dcached_peak_kb,stream_mibs,cpu_ticks,cg_max_usage,hot_backing_before,hot_backing_still,disturbed
 hot_run() {
 	local rep=$1 sys=$2 cg hot stream flag="" name="" mnt="" back pid=""
-	local w c0 c1 sv out svb=" - - " bb="" kb
+	local w c0 c1 sv out svb=" - - " bb="" kb x0 x1 ext=0
 	cg=$(new_cgroup "$rep-$sys")
 	case $sys in
 	nat-buf|nat-dc) back=$E/hotset hot=$back/hot.dat stream=$back/s.stream
@@ -333,6 +349,7 @@ hot_run() {
 	*) die "unknown hot-set system $sys" ;;
 	esac
 	drop_caches
+	x0=$(drops)
 	incg "$cg" "$IO" read "$hot" 1M >/dev/null
 	"$IO" pages "$hot" "$W/tmp/hot.before" >/dev/null
 	[ -n "$bb" ] && "$IO" pages "$bb" "$W/tmp/hotb.before" >/dev/null
@@ -345,6 +362,8 @@ hot_run() {
 	sv=$("$IO" survival "$hot" "$W/tmp/hot.before")
 	[ -n "$bb" ] && svb=$("$IO" survival "$bb" "$W/tmp/hotb.before")
 	kb=$(cat "$cg/memory.max_usage_in_bytes")
+	x1=$(drops)
+	[ "$x1" = "$x0" ] || { ext=1; log "warning: someone dropped the page cache during this run: excluded"; }
 	rm -f "$stream"
 	[ -n "$mnt" ] && stop_dcfs hot "$mnt"
 	set -- $sv; local had=$1 still=$2 frac=$3
@@ -352,13 +371,14 @@ hot_run() {
 	local dend=- dpeak=-
 	[ -n "$w" ] && { set -- $w; dend=$(($5 - $1)) dpeak=$(($3 - $1)); }
 	set -- $out
-	echo "$rep,$sys,$had,$still,$frac,$dend,$dpeak,$3,$((c1 - c0)),$kb,$bhad,$bstill" >> "$RAW/hot.csv"
+	echo "$rep,$sys,$had,$still,$frac,$dend,$dpeak,$3,$((c1 - c0)),$kb,$bhad,$bstill,$ext" >> "$RAW/hot.csv"
+	HEXT=$ext
 	log "hot run $rep $sys: survival $frac ($still of $had pages) backing $bstill/$bhad, Cached +$((dend / 1024)) MiB, stream $3 MiB/s"
 	rmdir "$cg"
 }
 
 hot_part() {
-	local rep sys d
+	local rep sys d t
 	: > "$RAW/hot.csv"
 	for d in "$E/hotset" "$B/hotset"; do
 		case " $HOTSYS " in *" dcfs-btrfs "*) ;; *) [ "$d" = "$B/hotset" ] && continue ;; esac
@@ -368,7 +388,11 @@ hot_part() {
 	done
 	for rep in $(seq "$HOT_RUNS"); do
 		for sys in $HOTSYS; do
-			hot_run "$rep" "$sys"
+			for t in 1 2 3; do # up to two retries of a disturbed run
+				HEXT=0
+				hot_run "$rep" "$sys"
+				[ "$HEXT" = 1 ] || break
+			done
 		done
 	done
 }
@@ -415,8 +439,11 @@ function med(s,   a, b, m, n, i, j, t) {
 # stream.csv -> $RAW/stream-median.csv: sys,bs,op,mibs,res_b,res_f,dcached_mib,ddirty_mib,kswapd,cpu_s_per_gib
 stream_medians() {
 	awk -F, "$median_awk"'
+	FNR == NR { if ($14 != 1) clean[$2 "," $3 "," $4]++; next }
 	{
 		k = $2 "," $3 "," $4
+		if ($14 == 1 && clean[k] > 0) { excl[k]++; next }
+		used[k]++
 		if (!(k in seen)) { seen[k] = 1; order[++n] = k }
 		mibs[k] = mibs[k] " " $7; rb[k] = rb[k] " " $8; rf[k] = rf[k] " " $9
 		dc[k] = dc[k] " " ($10 == "-" ? "-" : $10 / 1024); dd[k] = dd[k] " " ($11 == "-" ? "-" : $11 / 1024)
@@ -425,8 +452,8 @@ stream_medians() {
 	}
 	END {
 		for (i = 1; i <= n; i++) { k = order[i]
-			printf "%s,%s,%s,%s,%.0f,%.0f,%s,%.2f\n", k, med(mibs[k]), med(rb[k]), med(rf[k]), med(dc[k]), med(dd[k]), med(ks[k]), med(cpu[k]) }
-	}' hz="$HZ" "$RAW/stream.csv" > "$RAW/stream-median.csv"
+			printf "%s,%s,%s,%s,%.0f,%.0f,%s,%.2f,%d,%d\n", k, med(mibs[k]), med(rb[k]), med(rf[k]), med(dc[k]), med(dd[k]), med(ks[k]), med(cpu[k]), used[k], excl[k] }
+	}' hz="$HZ" "$RAW/stream.csv" "$RAW/stream.csv" > "$RAW/stream-median.csv"
 }
 
 fmt_size() { # bytes -> 4 GiB / 512 MiB
@@ -449,8 +476,11 @@ stream_table() { # op
 
 hot_medians() {
 	awk -F, "$median_awk"'
+	FNR == NR { if ($13 != 1) clean[$2]++; next }
 	{
 		k = $2
+		if ($13 == 1 && clean[k] > 0) { excl[k]++; next }
+		used[k]++
 		if (!(k in seen)) { seen[k] = 1; order[++n] = k }
 		had[k] = had[k] " " $3; still[k] = still[k] " " $4; fr[k] = fr[k] " " $5
 		de[k] = de[k] " " ($6 == "-" ? "-" : $6 / 1024); dp[k] = dp[k] " " ($7 == "-" ? "-" : $7 / 1024); mb[k] = mb[k] " " $8
@@ -459,8 +489,8 @@ hot_medians() {
 	}
 	END {
 		for (i = 1; i <= n; i++) { k = order[i]
-			printf "%s,%s,%s,%s,%.0f,%.0f,%s,%s,%.0f,%s,%s\n", k, med(had[k]), med(still[k]), med(fr[k]), med(de[k]), med(dp[k]), med(mb[k]), med(cpu[k]), med(mu[k]), med(bh[k]), med(bs[k]) }
-	}' "$RAW/hot.csv" > "$RAW/hot-median.csv"
+			printf "%s,%s,%s,%s,%.0f,%.0f,%s,%s,%.0f,%s,%s,%d,%d\n", k, med(had[k]), med(still[k]), med(fr[k]), med(de[k]), med(dp[k]), med(mb[k]), med(cpu[k]), med(mu[k]), med(bh[k]), med(bs[k]), used[k], excl[k] }
+	}' "$RAW/hot.csv" "$RAW/hot.csv" > "$RAW/hot-median.csv"
 }
 
 meta_medians() { # N
@@ -623,15 +653,16 @@ report() {
 			echo
 			stream_table read | label_rows
 			echo
+			awk -F, '$12 > 0 { printf "%s%s %s %s", n++ ? ", " : "Runs excluded because someone else dropped the page cache during them: ", $1, $2, $3 " (" $12 ")" } END { if (n) print ".\n" }' "$RAW/stream-median.csv"
 		fi
 		if [ -s "$RAW/hot-median.csv" ]; then
 			echo "## Hot-set survival: $(fmt_size "$(bytes "$HOT")") hot file, $(fmt_size "$(bytes "$STREAM")") streamed at 1 MiB, one memory cgroup of $(fmt_size "$(bytes "$CG_LIMIT")") (median of $HOT_RUNS run(s))"
 			echo
-			echo "| system | hot pages resident before | still resident after | survival | ΔCached at end MiB | peak ΔCached MiB | stream MiB/s | daemon CPU s | cgroup max usage MiB | hot backing pages before → after |"
-			echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+			echo "| system | hot pages resident before | still resident after | survival | ΔCached at end MiB | peak ΔCached MiB | stream MiB/s | daemon CPU s | cgroup max usage MiB | hot backing pages before → after | runs used (excluded) |"
+			echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 			awk -F, '{ cpu = ($1 ~ /^dcfs/) ? sprintf("%.2f", $8 / hz) : "-"
 				bk = ($10 == "-") ? "-" : $10 " → " $11
-				printf "| %s | %s | %s | %.1f %% | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4 * 100, $5, $6, $7, cpu, $9, bk }' \
+				printf "| %s | %s | %s | %.1f %% | %s | %s | %s | %s | %s | %s | %d (%d) |\n", $1, $2, $3, $4 * 100, $5, $6, $7, cpu, $9, bk, $12, $13 }' \
 				hz="$HZ" "$RAW/hot-median.csv" | label_rows
 			echo
 		fi
