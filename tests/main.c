@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 Suite *policy_suite(void); /* test_policy.c */
+Suite *stream_suite(void); /* test_stream.c */
 
 static const struct config configs[] = {
 	{ "ext4-dcfs", FS_EXT4, MM_DAEMON, NULL },
@@ -101,6 +102,7 @@ int main(void)
 	if (!(self && atoi(self))) {
 		srunner_add_suite(sr, cli_suite());
 		srunner_add_suite(sr, policy_suite());
+		srunner_add_suite(sr, stream_suite());
 	}
 	if (!getenv("CK_FORK"))
 		srunner_set_fork_status(sr, CK_FORK);

@@ -1,0 +1,909 @@
+/* Suite "stream": the streaming engine on ext4 and xfs (RWF_DONTCACHE) and
+ * btrfs (no RWF_DONTCACHE: the fallback's write-behind/drop-behind):
+ * backing page cache residency after streamed writes and reads (cachestat
+ * on the backing file), pages resident before dcfs touched them are kept,
+ * data integrity of every I/O path across unmount/drop_caches/remount,
+ * O_DIRECT callers, mmap, and a random-operation exerciser compared with an
+ * in-memory model.
+ *
+ * Each TCase runs its own daemon with STREAM_CONF; the btrfs TCase makes a
+ * loop-mounted btrfs image in the harness temp dir (mount -o loop, so the
+ * loop device goes away with the unmount; the harness sweeps every mount
+ * below its temp dir at exit, also on signals).
+ */
+#include "own_mount.h"
+
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char STREAM_CONF[] =
+	"[global]\n"
+	"default = cache\n"
+	"min_size = 0\n"
+	"auto_threshold = 1M\n"
+	"window = 1M\n"
+	"readahead = 256K\n"
+	"\n"
+	"[class video]\n"
+	"extensions = mkv\n"
+	"policy = dontcache\n"
+	"\n"
+	"[class audio]\n"
+	"extensions = flac\n"
+	"policy = dontcache-read\n"
+	"\n"
+	"[class rec]\n"
+	"extensions = rec\n"
+	"policy = dontcache-write\n"
+	"\n"
+	"[class data]\n"
+	"extensions = dat\n"
+	"policy = cache\n"
+	"\n"
+	"[dir /auto]\n"
+	"policy = auto\n";
+
+#define WINDOW_PAGES 256 /* window = 1M */
+#define SLACK_PAGES 64
+
+enum skind { SK_EXT4, SK_XFS, SK_BTRFS };
+static const char *const sk_names[] = { "ext4", "xfs", "btrfs" };
+static enum skind g_sk;
+static struct own_mount g_sm;
+static char g_sm_root[PATH_MAX];
+static char g_btrfs_dir[PATH_MAX];
+static int g_btrfs_ready;
+
+/* ---- btrfs backing --------------------------------------------------------- */
+static const char *btrfs_root(char *err, size_t errlen)
+{
+	if (g_btrfs_ready)
+		return g_btrfs_dir;
+	char img[PATH_MAX + 16], out[4096];
+	snprintf(g_btrfs_dir, sizeof g_btrfs_dir, "%s/btrfs", g_tmpdir);
+	snprintf(img, sizeof img, "%s/btrfs.img", g_tmpdir);
+	int fd = open(img, O_CREAT | O_RDWR | O_TRUNC, 0600);
+	if (fd < 0 || ftruncate(fd, 1LL << 30) < 0) {
+		snprintf(err, errlen, "create %s: %s", img, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	close(fd);
+	int rc = run_cmd(out, sizeof out, "mkfs.btrfs -q -f '%s'", img);
+	if (rc != 0) {
+		snprintf(err, errlen, "mkfs.btrfs failed (%d): %s", rc, out);
+		return NULL;
+	}
+	mkdir(g_btrfs_dir, 0755);
+	track_mount(g_btrfs_dir);
+	/* -o loop: the loop device is auto-cleared when unmounted */
+	rc = run_cmd(out, sizeof out, "mount -t btrfs -o loop '%s' '%s'", img, g_btrfs_dir);
+	if (rc != 0) {
+		snprintf(err, errlen, "mount btrfs image failed (%d): %s", rc, out);
+		return NULL;
+	}
+	chmod(g_btrfs_dir, 0755);
+	g_btrfs_ready = 1;
+	return g_btrfs_dir;
+}
+
+static void btrfs_release(void)
+{
+	if (!g_btrfs_ready)
+		return;
+	if (umount2(g_btrfs_dir, 0) < 0)
+		umount2(g_btrfs_dir, MNT_DETACH);
+	g_btrfs_ready = 0;
+	char img[PATH_MAX + 16];
+	snprintf(img, sizeof img, "%s/btrfs.img", g_tmpdir);
+	/* the auto-clear of the loop device is asynchronous */
+	for (int i = 0; i < 100; i++) {
+		char out[4096] = "";
+		run_cmd(out, sizeof out, "losetup -j '%s'", img);
+		if (!out[0])
+			break;
+		sleep_ms(50);
+	}
+	unlink(img);
+}
+
+/* ---- fixtures ------------------------------------------------------------------ */
+static void remount_cleanup(void);
+
+static void st_setup(enum skind k)
+{
+	char err[512];
+	const char *root;
+	g_sk = k;
+	memset(&g_sm, 0, sizeof g_sm);
+	if (k == SK_BTRFS)
+		root = btrfs_root(err, sizeof err);
+	else
+		root = backing_root(k == SK_EXT4 ? FS_EXT4 : FS_XFS, err, sizeof err);
+	if (!root) {
+		snprintf(g_sm.err, sizeof g_sm.err, "backing fs: %s", err);
+		return;
+	}
+	snprintf(g_sm_root, sizeof g_sm_root, "%s", root);
+	char tag[64];
+	snprintf(tag, sizeof tag, "stream-%s", sk_names[k]);
+	own_mount_start(&g_sm, root, tag, STREAM_CONF);
+}
+
+static void st_setup_ext4(void) { st_setup(SK_EXT4); }
+static void st_setup_xfs(void) { st_setup(SK_XFS); }
+static void st_setup_btrfs(void) { st_setup(SK_BTRFS); }
+
+static double t_test0;
+static const char *t_name;
+static void st_report(void)
+{
+	if (getenv("DCFS_STREAM_TIMES") && t_name)
+		fprintf(stderr, "  %s (stream-%s): %.1fs\n", t_name, sk_names[g_sk], now_s() - t_test0);
+}
+
+static void st_teardown(void)
+{
+	own_mount_kill(&g_sm);
+	remount_cleanup();
+	if (g_sk == SK_BTRFS)
+		btrfs_release();
+}
+
+#define st_begin() st_begin_(__func__)
+static void st_begin_(const char *name)
+{
+	t_test0 = now_s();
+	t_name = name;
+	ck_assert_msg(!g_sm.err[0], "setup failed: %s", g_sm.err);
+	ck_assert_msg(is_mounted(g_sm.mnt, NULL, 0), "%s is not mounted (daemon died?)", g_sm.mnt);
+	ck_assert_msg(kill(g_sm.d.pid, 0) == 0, "dcfs daemon died in an earlier test");
+	int lfd = open(g_sm.d.log, O_WRONLY | O_APPEND);
+	if (lfd >= 0) {
+		dprintf(lfd, "=== dcfs-tests: begin %s (stream-%s)\n", name, sk_names[g_sk]);
+		close(lfd);
+	}
+	umask(022);
+}
+
+static char sbuf[16][PATH_MAX];
+static int sidx;
+static const char *vjoin(const char *root, const char *fmt, va_list ap)
+{
+	char rel[PATH_MAX];
+	vsnprintf(rel, sizeof rel, fmt, ap);
+	char *b = sbuf[sidx++ % 16];
+	snprintf(b, PATH_MAX, "%s/%s", root, rel);
+	return b;
+}
+static const char *SM(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static const char *SE(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static const char *SM(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	const char *r = vjoin(g_sm.mnt, fmt, ap);
+	va_end(ap);
+	return r;
+}
+static const char *SE(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	const char *r = vjoin(g_sm.exp, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* Resident pages a streamed file may keep after close. */
+static long long max_left(void)
+{
+	return g_sk == SK_BTRFS ? WINDOW_PAGES + SLACK_PAGES : 0;
+}
+
+static const char *dc_counter(int write)
+{
+	if (g_sk == SK_BTRFS)
+		return write ? "written_fallback" : "read_fallback";
+	return write ? "written_dontcache" : "read_dontcache";
+}
+
+#define BIG (64u << 20)
+static unsigned char *big_pattern(unsigned seed)
+{
+	unsigned char *b = malloc(BIG);
+	ck_assert_ptr_nonnull(b);
+	fill_pattern(b, BIG, seed);
+	return b;
+}
+
+static void write_all_chunks(int fd, const unsigned char *buf, size_t len, size_t rs)
+{
+	for (size_t off = 0; off < len; off += rs) {
+		size_t n = len - off < rs ? len - off : rs;
+		ssize_t w = write(fd, buf + off, n);
+		ck_assert_msg(w == (ssize_t)n, "write %zu at %zu: %zd (%s)", n, off, w, strerror(errno));
+	}
+}
+
+static void read_compare(const char *path, const unsigned char *want, size_t len, size_t rs)
+{
+	int fd = open(path, O_RDONLY);
+	ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
+	unsigned char *b = malloc(rs);
+	size_t off = 0;
+	for (;;) {
+		ssize_t r = read(fd, b, rs);
+		ck_assert_msg(r >= 0, "read %s at %zu: %s", path, off, strerror(errno));
+		if (r == 0)
+			break;
+		ck_assert_msg(off + (size_t)r <= len, "%s longer than %zu", path, len);
+		if (memcmp(b, want + off, (size_t)r) != 0) {
+			size_t i = 0;
+			while (b[i] == want[off + i])
+				i++;
+			ck_abort_msg("%s: data differs at byte %zu (read size %zu)", path, off + i, rs);
+		}
+		off += (size_t)r;
+	}
+	ck_assert_msg(off == len, "%s: read %zu bytes, expected %zu", path, off, len);
+	free(b);
+	close(fd);
+}
+
+/* ---- residency after streamed writes and reads ---------------------------------- */
+START_TEST(stream_write_residency)
+{
+	st_begin();
+	unsigned char *src = big_pattern(1000 + g_sk);
+	const size_t sizes[] = { 4096, 65536, 1 << 20 };
+	char msg[4096] = "";
+	for (int i = 0; i < 3; i++) {
+		size_t rs = sizes[i];
+		char rel[64];
+		snprintf(rel, sizeof rel, "w-%zu.mkv", rs);
+		long long w0 = stats_get(g_sm.mnt, "dontcache", dc_counter(1));
+		int fd = open(SM("%s", rel), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+		ck_assert_msg(fd >= 0, "create %s: %s", rel, strerror(errno));
+		write_all_chunks(fd, src, BIG, rs);
+		ck_assert_int_eq(close(fd), 0);
+		long long w1 = stats_get(g_sm.mnt, "dontcache", dc_counter(1));
+		ck_assert_msg(w1 - w0 >= (long long)BIG, "%s: dontcache.%s grew by %lld, expected >= %u",
+			      rel, dc_counter(1), w1 - w0, BIG);
+		long long left = wait_resident_le(SE("%s", rel), max_left(), 10);
+		if (left > max_left() || left < 0)
+			snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+				 "\n  %s: %lld backing pages resident 10s after a 64M write in %zu-byte write() calls from a malloc'd buffer (allowed %lld)",
+				 rel, left, rs, max_left());
+		/* read back through the mount, uncached */
+		drop_caches();
+		read_compare(SM("%s", rel), src, BIG, 1 << 20);
+		left = wait_resident_le(SE("%s", rel), max_left(), 10);
+		if (left > max_left() || left < 0)
+			snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+				 "\n  %s: %lld backing pages resident 10s after reading it back in 1M read() calls (allowed %lld)",
+				 rel, left, max_left());
+		unlink(SE("%s", rel));
+	}
+	/* the probe result for this backing fs */
+	char *st = xattr_str(g_sm.mnt, "user.dcfs.stats");
+	ck_assert_ptr_nonnull(st);
+	char want[128];
+	snprintf(want, sizeof want, "\"fstype\":\"%s\",\"read\":\"%s\",\"write\":\"%s\"",
+		 sk_names[g_sk], g_sk == SK_BTRFS ? "no" : "yes", g_sk == SK_BTRFS ? "no" : "yes");
+	ck_assert_msg(strstr(st, want), "stats probes lack %s: %s", want, st);
+	free(st);
+	free(src);
+	ck_assert_msg(!msg[0], "page cache left behind:%s", msg);
+}
+END_TEST
+
+START_TEST(stream_read_residency)
+{
+	st_begin();
+	unsigned char *src = big_pattern(2000 + g_sk);
+	/* written natively, then read through dcfs */
+	ck_assert_int_eq(write_file(SE("r.mkv"), src, BIG, 0644), 0);
+	ck_assert_int_eq(write_file(SE("r.flac"), src, BIG / 4, 0644), 0);
+	const size_t sizes[] = { 4096, 65536, 1 << 20 };
+	char msg[4096] = "";
+	for (int i = 0; i < 4; i++) {
+		const char *rel = i < 3 ? "r.mkv" : "r.flac";
+		size_t len = i < 3 ? BIG : BIG / 4;
+		size_t rs = sizes[i % 3];
+		drop_caches();
+		long long r0 = stats_get(g_sm.mnt, i < 3 ? "dontcache" : "dontcache-read",
+					 dc_counter(0));
+		read_compare(SM("%s", rel), src, len, rs);
+		long long r1 = stats_get(g_sm.mnt, i < 3 ? "dontcache" : "dontcache-read",
+					 dc_counter(0));
+		ck_assert_msg(r1 - r0 >= (long long)len, "%s: %s grew by %lld, expected >= %zu", rel,
+			      dc_counter(0), r1 - r0, len);
+		long long left = wait_resident_le(SE("%s", rel), max_left(), 10);
+		if (left > max_left() || left < 0)
+			snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+				 "\n  %s: %lld backing pages resident 10s after reading %zu bytes in %zu-byte requests (allowed %lld)",
+				 rel, left, len, rs, max_left());
+		/* FOPEN_DIRECT_IO: nothing in the mount's page cache either */
+		int fd = open(SM("%s", rel), O_RDONLY);
+		ck_assert_int_ge(fd, 0);
+		long long fm = resident_pages(fd);
+		close(fd);
+		if (fm != 0)
+			snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+				 "\n  %s: %lld pages in the FUSE page cache after an uncached read", rel, fm);
+	}
+	unlink(SE("r.mkv"));
+	unlink(SE("r.flac"));
+	free(src);
+	ck_assert_msg(!msg[0], "page cache left behind:%s", msg);
+}
+END_TEST
+
+/* Pages that were resident before dcfs touched the file stay resident
+ * (the fallback's promise, fallback.c; btrfs only).
+ *
+ * Anything else on the machine that drops caches (drop_caches in a
+ * concurrent test run, memory pressure) would make this fail spuriously:
+ * a canary file, made resident natively at the same time and never touched
+ * through dcfs, tells; a disturbed attempt is repeated (up to 3 times). */
+#define KEEP_LEN (32u << 20)
+#define KEEP_LO (12u << 20)
+#define KEEP_HL (8u << 20)
+
+/* 0 passed, 1 failed (msg), 2 disturbed */
+static int keep_attempt(const unsigned char *src, char *msg, size_t msglen)
+{
+	long long want = KEEP_HL / 4096;
+	int ret = 0;
+	msg[0] = 0;
+	ck_assert_int_eq(write_file(SE("keep.mkv"), src, KEEP_LEN, 0644), 0);
+	ck_assert_int_eq(write_file(SE("canary.bin"), src, KEEP_HL, 0644), 0);
+	int bfd = open(SE("keep.mkv"), O_RDONLY), cfd = open(SE("canary.bin"), O_RDONLY);
+	ck_assert(bfd >= 0 && cfd >= 0);
+	fdatasync(bfd);
+	fdatasync(cfd);
+	posix_fadvise(bfd, 0, 0, POSIX_FADV_DONTNEED);
+	char *tmp = malloc(KEEP_HL);
+	/* someone else reads the middle natively (and the canary) */
+	ck_assert_int_eq(pread(cfd, tmp, KEEP_HL, 0), (ssize_t)KEEP_HL);
+	ck_assert_int_eq(pread(bfd, tmp, KEEP_HL, KEEP_LO), (ssize_t)KEEP_HL);
+	long long mid = resident_range(bfd, KEEP_LO, KEEP_HL);
+	/* (with what the kernel read ahead of it) */
+	long long pre = resident_pages(bfd);
+	if (mid != want || resident_pages(cfd) != want) {
+		ret = 2;
+		goto out;
+	}
+	/* stream the whole file through dcfs: read */
+	read_compare(SM("keep.mkv"), src, KEEP_LEN, 1 << 20);
+	long long all = wait_resident_le(SE("keep.mkv"), pre + max_left(), 5);
+	mid = resident_range(bfd, KEEP_LO, KEEP_HL);
+	if (resident_pages(cfd) != want) {
+		ret = 2;
+		goto out;
+	}
+	if (mid != want)
+		snprintf(msg + strlen(msg), msglen - strlen(msg),
+			 "\n  after a streamed read: %lld of %lld pre-resident pages left", mid, want);
+	if (all > pre + max_left())
+		snprintf(msg + strlen(msg), msglen - strlen(msg),
+			 "\n  after a streamed read (1M read() calls): %lld pages resident (%lld before, allowed +%lld)",
+			 all, pre, max_left());
+	/* and a streamed overwrite of the whole file */
+	int fd = open(SM("keep.mkv"), O_WRONLY);
+	ck_assert_int_ge(fd, 0);
+	write_all_chunks(fd, src + 1234, KEEP_LEN, 1 << 20);
+	ck_assert_int_eq(close(fd), 0);
+	long long before_w = all;
+	all = wait_resident_le(SE("keep.mkv"), before_w + max_left(), 5);
+	mid = resident_range(bfd, KEEP_LO, KEEP_HL);
+	if (resident_pages(cfd) != want) {
+		ret = 2;
+		goto out;
+	}
+	if (mid != want)
+		snprintf(msg + strlen(msg), msglen - strlen(msg),
+			 "\n  after a streamed write: %lld of %lld pre-resident pages left", mid, want);
+	if (all > before_w + max_left())
+		snprintf(msg + strlen(msg), msglen - strlen(msg),
+			 "\n  after a streamed write (1M write() calls): %lld pages resident (%lld before, allowed +%lld)",
+			 all, before_w, max_left());
+	/* the resident pages hold the new data */
+	ck_assert_int_eq(pread(bfd, tmp, KEEP_HL, KEEP_LO), (ssize_t)KEEP_HL);
+	ck_assert_msg(memcmp(tmp, src + 1234 + KEEP_LO, KEEP_HL) == 0,
+		      "pre-resident range has stale data");
+	read_compare(SM("keep.mkv"), src + 1234, KEEP_LEN, 1 << 20);
+	ret = msg[0] ? 1 : 0;
+out:
+	close(bfd);
+	close(cfd);
+	free(tmp);
+	unlink(SE("keep.mkv"));
+	unlink(SE("canary.bin"));
+	return ret;
+}
+
+START_TEST(stream_keeps_resident)
+{
+	st_begin();
+	unsigned char *src = big_pattern(3000 + g_sk);
+	char msg[2048];
+	int r = 2;
+	for (int attempt = 0; attempt < 3 && r == 2; attempt++)
+		r = keep_attempt(src, msg, sizeof msg);
+	free(src);
+	ck_assert_msg(r != 2, "3 attempts disturbed: the page cache was dropped by someone else "
+			      "(a canary file lost its pages)");
+	ck_assert_msg(r == 0, "btrfs fallback:%s", msg);
+}
+END_TEST
+
+/* ---- every write path, across unmount, drop_caches and remount ------------------ */
+static const char *const paths_rel[] = { "c.dat", "d.mkv", "r.flac", "w.rec", "auto/a.bin" };
+static const char *const paths_cls[] = { "cache", "dontcache", "dontcache-read",
+					 "dontcache-write", "auto" };
+#define NPATHS 5
+
+static void remount_cleanup(void)
+{
+	char mnt[PATH_MAX];
+	snprintf(mnt, sizeof mnt, "%s/mnt-remount-%s", g_tmpdir, sk_names[g_sk]);
+	if (is_mounted(mnt, NULL, 0)) {
+		run_cmd(NULL, 0, "fusermount3 -u -z '%s' 2>/dev/null || umount -l '%s'", mnt, mnt);
+		sleep_ms(200);
+	}
+}
+
+static const char *fmt_join(const char *root, const char *rel)
+{
+	char *b = sbuf[sidx++ % 16];
+	snprintf(b, PATH_MAX, "%s/%s", root, rel);
+	return b;
+}
+
+static uint32_t xs32(uint32_t *s)
+{
+	uint32_t x = *s;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	return *s = x;
+}
+
+START_TEST(stream_integrity_remount)
+{
+	st_begin();
+	char tag[64], err[4096];
+	snprintf(tag, sizeof tag, "remount-%s", sk_names[g_sk]);
+	struct own_mount m;
+	ck_assert_msg(own_mount_start(&m, g_sm_root, tag, STREAM_CONF) == 0, "mount: %s", m.err);
+	ck_assert_int_eq(mkdir(fmt_join(m.mnt, "auto"), 0755) == 0 || errno == EEXIST, 1);
+	size_t len = 6 << 20;
+	unsigned char *want[NPATHS];
+	long long op0[NPATHS];
+	for (int i = 0; i < NPATHS; i++)
+		op0[i] = stats_get(m.mnt, paths_cls[i], "opened");
+	uint32_t rng = 777 + (uint32_t)g_sk;
+	for (int i = 0; i < NPATHS; i++) {
+		want[i] = malloc(len + (256 << 10));
+		fill_pattern(want[i], len, 5000 + (unsigned)i);
+		int fd = open(fmt_join(m.mnt, paths_rel[i]), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+		ck_assert_msg(fd >= 0, "create %s: %s", paths_rel[i], strerror(errno));
+		/* sequential, odd request sizes */
+		for (size_t off = 0; off < len;) {
+			size_t n = 1 + xs32(&rng) % (512 << 10);
+			if (n > len - off)
+				n = len - off;
+			ck_assert_int_eq(write(fd, want[i] + off, n), (ssize_t)n);
+			off += n;
+		}
+		/* some overwrites at random places */
+		for (int k = 0; k < 64; k++) {
+			size_t n = 1 + xs32(&rng) % 70000;
+			size_t off = xs32(&rng) % (len - n);
+			fill_pattern(want[i] + off, n, xs32(&rng));
+			ck_assert_int_eq(pwrite(fd, want[i] + off, n, (off_t)off), (ssize_t)n);
+		}
+		close(fd);
+		/* an O_APPEND tail */
+		fd = open(fmt_join(m.mnt, paths_rel[i]), O_WRONLY | O_APPEND);
+		ck_assert_int_ge(fd, 0);
+		fill_pattern(want[i] + len, 256 << 10, 77);
+		ck_assert_int_eq(write(fd, want[i] + len, 100000), 100000);
+		ck_assert_int_eq(pwrite(fd, want[i] + len + 100000, 162144, 0), 162144);
+		close(fd);
+	}
+	size_t flen = len + (256 << 10);
+	for (int i = 0; i < NPATHS; i++)
+		ck_assert_msg(stats_get(m.mnt, paths_cls[i], "opened") == op0[i] + 2,
+			      "%s: %s.opened grew by %lld, expected 2", paths_rel[i], paths_cls[i],
+			      stats_get(m.mnt, paths_cls[i], "opened") - op0[i]);
+	int rc = own_mount_stop(&m, err, sizeof err);
+	ck_assert_msg(rc == 0, "unmount: %s", err);
+	drop_caches();
+	ck_assert_msg(own_mount_start(&m, g_sm_root, tag, STREAM_CONF) == 0, "remount: %s", m.err);
+	for (int i = 0; i < NPATHS; i++) {
+		read_compare(fmt_join(m.mnt, paths_rel[i]), want[i], flen, 1 << 20);
+		read_compare(fmt_join(m.exp, paths_rel[i]), want[i], flen, 1 << 20);
+		unlink(fmt_join(m.exp, paths_rel[i]));
+		free(want[i]);
+	}
+	rc = own_mount_stop(&m, err, sizeof err);
+	ck_assert_msg(rc == 0, "unmount after remount: %s", err);
+}
+END_TEST
+
+/* ---- O_DIRECT callers ---------------------------------------------------------------- */
+START_TEST(stream_odirect)
+{
+	st_begin();
+	const char *rels[] = { "od.mkv", "od.dat" };
+	for (int f = 0; f < 2; f++) {
+		size_t len = 16 << 20;
+		unsigned char *src, *back;
+		ck_assert_int_eq(posix_memalign((void **)&src, 4096, len), 0);
+		ck_assert_int_eq(posix_memalign((void **)&back, 4096, len), 0);
+		fill_pattern(src, len, 6000 + (unsigned)f);
+		int fd = open(SM("%s", rels[f]), O_CREAT | O_TRUNC | O_RDWR | O_DIRECT, 0644);
+		ck_assert_msg(fd >= 0, "open %s O_DIRECT: %s", rels[f], strerror(errno));
+		/* first 4M in 4K requests, the rest in 1M requests */
+		for (size_t off = 0; off < len;) {
+			size_t n = off < (4 << 20) ? 4096 : 1 << 20;
+			ssize_t w = pwrite(fd, src + off, n, (off_t)off);
+			ck_assert_msg(w == (ssize_t)n, "%s: O_DIRECT pwrite %zu at %zu: %zd (%s)", rels[f],
+				      n, off, w, strerror(errno));
+			off += n;
+		}
+		memset(back, 0, len);
+		for (size_t off = 0; off < len; off += 4096) {
+			ssize_t r = pread(fd, back + off, 4096, (off_t)off);
+			ck_assert_msg(r == 4096, "%s: O_DIRECT pread 4K at %zu: %zd (%s)", rels[f], off, r,
+				      strerror(errno));
+		}
+		ck_assert_msg(memcmp(src, back, len) == 0, "%s: O_DIRECT 4K reads differ", rels[f]);
+		memset(back, 0, len);
+		for (size_t off = 0; off < len; off += 1 << 20) {
+			ssize_t r = pread(fd, back + off, 1 << 20, (off_t)off);
+			ck_assert_msg(r == 1 << 20, "%s: O_DIRECT pread 1M at %zu: %zd (%s)", rels[f], off,
+				      r, strerror(errno));
+		}
+		ck_assert_msg(memcmp(src, back, len) == 0, "%s: O_DIRECT 1M reads differ", rels[f]);
+		/* a read across EOF */
+		ssize_t r = pread(fd, back, 1 << 20, (off_t)len - 8192);
+		ck_assert_int_eq(r, 8192);
+		close(fd);
+		read_compare(SM("%s", rels[f]), src, len, 65536);
+		read_compare(SE("%s", rels[f]), src, len, 1 << 20);
+		unlink(SE("%s", rels[f]));
+		free(src);
+		free(back);
+	}
+}
+END_TEST
+
+/* ---- mmap ---------------------------------------------------------------------------- */
+START_TEST(stream_mmap)
+{
+	st_begin();
+	size_t len = 1 << 20;
+	unsigned char *src = malloc(len);
+	fill_pattern(src, len, 7000);
+	const char *rels[] = { "m.mkv", "m.flac", "m.rec", "m.dat", "auto/m.bin" };
+	const int streaming[] = { 1, 1, 1, 0, 0 };
+	mkdir(SE("auto"), 0755);
+	for (int i = 0; i < 5; i++) {
+		ck_assert_int_eq(write_file(SE("%s", rels[i]), src, len, 0644), 0);
+		int fd = open(SM("%s", rels[i]), O_RDWR);
+		ck_assert_int_ge(fd, 0);
+		errno = 0;
+		void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+		int e = errno;
+		if (streaming[i]) {
+			ck_assert_msg(p == MAP_FAILED && e == ENODEV,
+				      "%s: MAP_SHARED PROT_READ: expected ENODEV, got %s", rels[i],
+				      p == MAP_FAILED ? strerror(e) : "success");
+			errno = 0;
+			p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+			ck_assert_msg(p == MAP_FAILED && errno == ENODEV,
+				      "%s: MAP_SHARED RW: expected ENODEV, got %s", rels[i],
+				      p == MAP_FAILED ? strerror(errno) : "success");
+		} else {
+			ck_assert_msg(p != MAP_FAILED, "%s: MAP_SHARED: %s", rels[i], strerror(e));
+			ck_assert(memcmp(p, src, len) == 0);
+			munmap(p, len);
+			unsigned char *w = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+			ck_assert_msg(w != MAP_FAILED, "%s: MAP_SHARED RW: %s", rels[i], strerror(errno));
+			memset(w + 4096, 0xA5, 8192);
+			ck_assert_int_eq(msync(w, len, MS_SYNC), 0);
+			munmap(w, len);
+			memset(src + 4096, 0xA5, 8192);
+			char b[8192];
+			ck_assert_int_eq(pread(fd, b, sizeof b, 4096), (ssize_t)sizeof b);
+			ck_assert(memcmp(b, src + 4096, sizeof b) == 0);
+		}
+		/* MAP_PRIVATE works for every class; private writes stay private */
+		unsigned char *q = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+		ck_assert_msg(q != MAP_FAILED, "%s: MAP_PRIVATE: %s", rels[i], strerror(errno));
+		ck_assert_msg(memcmp(q, src, len) == 0, "%s: MAP_PRIVATE content differs", rels[i]);
+		q[100] ^= 0xff;
+		munmap(q, len);
+		close(fd);
+		read_compare(SM("%s", rels[i]), src, len, 65536);
+		read_compare(SE("%s", rels[i]), src, len, 65536);
+		if (!streaming[i])
+			fill_pattern(src, len, 7000); /* undo the shared-map change */
+		unlink(SE("%s", rels[i]));
+	}
+	free(src);
+}
+END_TEST
+
+/* ---- random operations against a model ------------------------------------------------- */
+#define RCAP (4u << 20)
+struct mfile {
+	const char *rel;
+	unsigned char *m;
+	size_t size;
+	int rw, ro, ap;
+};
+
+static uint64_t rstate;
+static uint64_t rnd(void)
+{
+	rstate ^= rstate >> 12;
+	rstate ^= rstate << 25;
+	rstate ^= rstate >> 27;
+	return rstate * 2685821657736338717ULL;
+}
+static size_t rnd_len(void)
+{
+	unsigned r = (unsigned)(rnd() % 100);
+	if (r < 70)
+		return 1 + rnd() % 16384;
+	if (r < 95)
+		return 1 + rnd() % (256 << 10);
+	return 1 + rnd() % (1 << 20);
+}
+
+static void mf_open(struct mfile *f)
+{
+	f->rw = open(SM("%s", f->rel), O_RDWR | O_CREAT, 0644);
+	f->ro = open(SM("%s", f->rel), O_RDONLY);
+	f->ap = open(SM("%s", f->rel), O_WRONLY | O_APPEND);
+	ck_assert_msg(f->rw >= 0 && f->ro >= 0 && f->ap >= 0, "open %s: %s", f->rel, strerror(errno));
+}
+
+static void mf_close(struct mfile *f)
+{
+	close(f->rw);
+	close(f->ro);
+	close(f->ap);
+}
+
+static void grow_zero(struct mfile *f, size_t newsize)
+{
+	if (newsize > f->size)
+		memset(f->m + f->size, 0, newsize - f->size);
+}
+
+static unsigned char rbuf[(1 << 20) + 4096];
+/* write data: slices of a random pool (cheaper than generating per write) */
+#define POOL (3u << 20)
+static unsigned char *pool;
+static const unsigned char *pool_slice(size_t len)
+{
+	return pool + rnd() % (POOL - len);
+}
+
+static void check_read(struct mfile *f, int fd, size_t off, size_t len, long op, unsigned seed,
+		       const char *what)
+{
+	ssize_t want = off >= f->size ? 0 : (ssize_t)(len < f->size - off ? len : f->size - off);
+	ssize_t r = pread(fd, rbuf, len, (off_t)off);
+	ck_assert_msg(r == want, "seed %u op %ld %s %s: pread(%zu @ %zu) = %zd (%s), model size %zu -> %zd",
+		      seed, op, what, f->rel, len, off, r, r < 0 ? strerror(errno) : "", f->size, want);
+	if (want > 0 && memcmp(rbuf, f->m + off, (size_t)want) != 0) {
+		size_t i = 0;
+		while (rbuf[i] == f->m[off + i])
+			i++;
+		ck_abort_msg("seed %u op %ld %s %s: pread(%zu @ %zu) differs from the model at offset %zu "
+			     "(got %#x, want %#x), size %zu",
+			     seed, op, what, f->rel, len, off, off + i, rbuf[i], f->m[off + i], f->size);
+	}
+}
+
+static void do_write(struct mfile *f, size_t off, size_t len, long op, unsigned seed)
+{
+	const unsigned char *wbuf = pool_slice(len);
+	ssize_t w = pwrite(f->rw, wbuf, len, (off_t)off);
+	ck_assert_msg(w == (ssize_t)len, "seed %u op %ld %s: pwrite(%zu @ %zu) = %zd (%s)", seed, op,
+		      f->rel, len, off, w, strerror(errno));
+	grow_zero(f, off);
+	memcpy(f->m + off, wbuf, len);
+	if (off + len > f->size)
+		f->size = off + len;
+}
+
+static void random_ops(unsigned seed, long nops)
+{
+	static struct mfile files[] = { { .rel = "x.mkv" },	 { .rel = "x.dat" },
+					{ .rel = "x.flac" },	 { .rel = "x.rec" },
+					{ .rel = "auto/x.bin" }, { .rel = "auto/y.mkv" } };
+	const int nf = (int)(sizeof files / sizeof files[0]);
+	rstate = 0x9E3779B97F4A7C15ULL ^ seed;
+	pool = malloc(POOL);
+	fill_pattern(pool, POOL, seed);
+	mkdir(SE("auto"), 0755);
+	for (int i = 0; i < nf; i++) {
+		unlink(SE("%s", files[i].rel));
+		files[i].m = calloc(1, RCAP);
+		files[i].size = 0;
+		mf_open(&files[i]);
+	}
+	long counts[12] = { 0 };
+	for (long op = 0; op < nops; op++) {
+		struct mfile *f = &files[rnd() % (unsigned)nf];
+		unsigned r = (unsigned)(rnd() % 1000);
+		if (r < 280) { /* write */
+			size_t len = rnd_len();
+			size_t lim = f->size + (64 << 10);
+			if (lim > RCAP - len)
+				lim = RCAP - len;
+			do_write(f, rnd() % (lim + 1), len, op, seed);
+			counts[0]++;
+		} else if (r < 580) { /* read, through either handle */
+			size_t len = rnd_len();
+			size_t off = rnd() % (f->size + 8192);
+			check_read(f, rnd() % 2 ? f->ro : f->rw, off, len, op, seed, "read");
+			counts[1]++;
+		} else if (r < 590) { /* sequential burst: 1.5M in 128K pieces */
+			int wr = rnd() % 2;
+			size_t off = (rnd() % (RCAP - (3 << 19))) & ~4095UL;
+			if (!wr && off > f->size)
+				off = f->size & ~4095UL;
+			for (int k = 0; k < 12; k++) {
+				if (wr)
+					do_write(f, off, 128 << 10, op, seed);
+				else
+					check_read(f, f->ro, off, 128 << 10, op, seed, "seq-read");
+				off += 128 << 10;
+			}
+			counts[2]++;
+		} else if (r < 680) { /* truncate */
+			size_t ns = rnd() % 4 == 0 ? 0 : rnd() % RCAP;
+			ck_assert_msg(ftruncate(f->rw, (off_t)ns) == 0, "seed %u op %ld %s: ftruncate %zu: %s",
+				      seed, op, f->rel, ns, strerror(errno));
+			grow_zero(f, ns);
+			f->size = ns;
+			counts[3]++;
+		} else if (r < 730) { /* fallocate, extending */
+			size_t len = rnd_len();
+			size_t off = rnd() % (RCAP - len);
+			ck_assert_msg(fallocate(f->rw, 0, (off_t)off, (off_t)len) == 0,
+				      "seed %u op %ld %s: fallocate(0, %zu, %zu): %s", seed, op, f->rel, off,
+				      len, strerror(errno));
+			grow_zero(f, off + len);
+			if (off + len > f->size)
+				f->size = off + len;
+			counts[4]++;
+		} else if (r < 750) { /* fallocate KEEP_SIZE */
+			size_t len = rnd_len();
+			size_t off = rnd() % (RCAP - len);
+			ck_assert_msg(fallocate(f->rw, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == 0,
+				      "seed %u op %ld %s: fallocate(KEEP_SIZE, %zu, %zu): %s", seed, op,
+				      f->rel, off, len, strerror(errno));
+			counts[5]++;
+		} else if (r < 830) { /* punch hole */
+			size_t len = rnd_len();
+			size_t off = rnd() % (f->size + 4096);
+			if (off + len > RCAP)
+				len = RCAP - off;
+			ck_assert_msg(fallocate(f->rw, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+						(off_t)len) == 0,
+				      "seed %u op %ld %s: punch hole(%zu, %zu): %s", seed, op, f->rel, off,
+				      len, strerror(errno));
+			if (off < f->size)
+				memset(f->m + off, 0, (off + len < f->size ? off + len : f->size) - off);
+			counts[6]++;
+		} else if (r < 880) { /* append */
+			size_t len = rnd() % 3 ? 1 + rnd() % 8192 : rnd_len();
+			if (f->size + len > RCAP) {
+				ck_assert_int_eq(ftruncate(f->rw, 0), 0);
+				f->size = 0;
+			}
+			const unsigned char *wbuf = pool_slice(len);
+			ssize_t w = write(f->ap, wbuf, len);
+			ck_assert_msg(w == (ssize_t)len, "seed %u op %ld %s: append %zu: %zd (%s)", seed, op,
+				      f->rel, len, w, strerror(errno));
+			memcpy(f->m + f->size, wbuf, len);
+			f->size += len;
+			counts[7]++;
+		} else if (r < 960) { /* size */
+			struct stat st;
+			ck_assert_int_eq(fstat(rnd() % 2 ? f->ro : f->rw, &st), 0);
+			ck_assert_msg((size_t)st.st_size == f->size,
+				      "seed %u op %ld %s: st_size %lld, model %zu", seed, op, f->rel,
+				      (long long)st.st_size, f->size);
+			counts[8]++;
+		} else if (r < 985) { /* reopen: classified again */
+			mf_close(f);
+			mf_open(f);
+			counts[9]++;
+		} else { /* whole-file check */
+			check_read(f, f->ro, 0, f->size < (1 << 20) ? f->size + 1 : 1 << 20, op, seed,
+				   "head");
+			if (f->size > (1 << 20))
+				check_read(f, f->rw, f->size - (1 << 20), 1 << 20, op, seed, "tail");
+			counts[10]++;
+		}
+	}
+	/* final: every file through a fresh handle and on the backing fs */
+	for (int i = 0; i < nf; i++) {
+		struct mfile *f = &files[i];
+		mf_close(f);
+		read_compare(SM("%s", f->rel), f->m, f->size, 65536);
+		read_compare(SE("%s", f->rel), f->m, f->size, 1 << 20);
+		unlink(SE("%s", f->rel));
+		free(f->m);
+	}
+	free(pool);
+	printf("stream-%s random ops seed %u: %ld ops (write %ld read %ld seq %ld trunc %ld falloc %ld "
+	       "keep %ld punch %ld append %ld stat %ld reopen %ld check %ld)\n",
+	       sk_names[g_sk], seed, nops, counts[0], counts[1], counts[2], counts[3], counts[4],
+	       counts[5], counts[6], counts[7], counts[8], counts[9], counts[10]);
+	fflush(stdout);
+}
+
+START_TEST(stream_random_ops)
+{
+	st_begin();
+	/* 100k operations over the three filesystems */
+	static const long nops[] = { 25000, 25000, 50000 };
+	long long sw0 = stats_get(g_sm.mnt, "auto", "switched");
+	random_ops(0xdc0 + (unsigned)g_sk, nops[g_sk]);
+	long long sw1 = stats_get(g_sm.mnt, "auto", "switched");
+	ck_assert_msg(sw1 > sw0, "the exerciser never switched an auto handle (auto.switched %lld)", sw1);
+}
+END_TEST
+
+START_TEST(stream_zz_unmount)
+{
+	ck_assert_msg(!g_sm.err[0], "setup failed: %s", g_sm.err);
+	char err[4096];
+	int rc = own_mount_stop(&g_sm, err, sizeof err);
+	ck_assert_msg(rc == 0, "%s", err);
+	ck_assert(!is_mounted(g_sm.mnt, NULL, 0));
+}
+END_TEST
+
+Suite *stream_suite(void)
+{
+	Suite *s = suite_create("stream");
+	static void (*const setups[])(void) = { st_setup_ext4, st_setup_xfs, st_setup_btrfs };
+	static const char *const names[] = { "stream-ext4", "stream-xfs", "stream-btrfs" };
+	for (int k = 0; k < 3; k++) {
+		TCase *tc = tcase_create(names[k]);
+		tcase_add_unchecked_fixture(tc, setups[k], st_teardown);
+		tcase_add_checked_fixture(tc, NULL, st_report);
+		tcase_set_timeout(tc, 300 * deadline_scale());
+		tcase_add_test(tc, stream_write_residency);
+		tcase_add_test(tc, stream_read_residency);
+		if (k == SK_BTRFS) /* the fallback's promise; RWF_DONTCACHE is the kernel's */
+			tcase_add_test(tc, stream_keeps_resident);
+		tcase_add_test(tc, stream_integrity_remount);
+		tcase_add_test(tc, stream_odirect);
+		tcase_add_test(tc, stream_mmap);
+		tcase_add_test(tc, stream_random_ops);
+		tcase_add_test(tc, stream_zz_unmount);
+		suite_add_tcase(s, tc);
+	}
+	return s;
+}
