@@ -379,6 +379,8 @@ static int keep_attempt(const unsigned char *src, char *msg, size_t msglen)
 	/* (with what the kernel read ahead of it) */
 	long long pre = resident_pages(bfd);
 	if (mid != want || resident_pages(cfd) != want) {
+		snprintf(msg, msglen, "before streaming: mid %lld, canary %lld of %lld", mid,
+			 resident_pages(cfd), want);
 		ret = 2;
 		goto out;
 	}
@@ -387,6 +389,8 @@ static int keep_attempt(const unsigned char *src, char *msg, size_t msglen)
 	long long all = wait_resident_le(SE("keep.mkv"), pre + max_left(), 5);
 	mid = resident_range(bfd, KEEP_LO, KEEP_HL);
 	if (resident_pages(cfd) != want) {
+		snprintf(msg, msglen, "after the streamed read: mid %lld, canary %lld of %lld", mid,
+			 resident_pages(cfd), want);
 		ret = 2;
 		goto out;
 	}
@@ -406,6 +410,8 @@ static int keep_attempt(const unsigned char *src, char *msg, size_t msglen)
 	all = wait_resident_le(SE("keep.mkv"), before_w + max_left(), 5);
 	mid = resident_range(bfd, KEEP_LO, KEEP_HL);
 	if (resident_pages(cfd) != want) {
+		snprintf(msg, msglen, "after the streamed write: mid %lld, canary %lld of %lld", mid,
+			 resident_pages(cfd), want);
 		ret = 2;
 		goto out;
 	}
@@ -435,16 +441,20 @@ START_TEST(stream_keeps_resident)
 {
 	st_begin();
 	unsigned char *src = big_pattern(3000 + g_sk);
-	char msg[2048];
+	char msg[2048], why[2048] = "";
 	int r = 2;
 	for (int attempt = 0; attempt < 5 && r == 2; attempt++) {
 		if (attempt)
 			sleep_ms(2000);
 		r = keep_attempt(src, msg, sizeof msg);
+		if (r == 2)
+			snprintf(why + strlen(why), sizeof why - strlen(why), "\n  attempt %d: %s",
+				 attempt + 1, msg);
 	}
 	free(src);
 	ck_assert_msg(r != 2, "5 attempts disturbed: the page cache was dropped by someone else "
-			      "(a canary file lost its pages; is another test run or benchmark running?)");
+			      "(a canary file lost its pages; is another test run or benchmark running?)%s",
+		      why);
 	ck_assert_msg(r == 0, "btrfs fallback:%s", msg);
 }
 END_TEST
