@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 const struct config *g_cfg;
+const struct config *g_adding_cfg;
 char g_mnt[PATH_MAX];
 char g_exp[PATH_MAX];
 char g_ref[PATH_MAX];

@@ -41,6 +41,15 @@ struct config {
 	const char *conf;        /* dcfs config file content, or NULL */
 };
 
+/* Configuration whose TCase is being populated by add_*_tests(): lets
+ * expensive tests be registered only where they add coverage. */
+extern const struct config *g_adding_cfg;
+/* heavy metadata tests: plain dcfs on each fs + the bind self-test */
+#define CFG_META_HEAVY() (!g_adding_cfg || (g_adding_cfg->mm != MM_HELPER && !g_adding_cfg->conf))
+/* heavy data tests: every I/O policy, but only one cached config per fs kind */
+#define CFG_DATA_HEAVY() (!g_adding_cfg || g_adding_cfg->mm == MM_BIND || \
+			  g_adding_cfg->conf || !strcmp(g_adding_cfg->name, "ext4-dcfs"))
+
 /* Current configuration (set by the TCase fixture). */
 extern const struct config *g_cfg;
 extern char g_mnt[PATH_MAX]; /* dcfs mountpoint */

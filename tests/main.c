@@ -80,6 +80,7 @@ static Suite *make_suite(const char *name, void (*add)(TCase *))
 		TCase *tc = tcase_create(configs[i].name);
 		tcase_add_unchecked_fixture(tc, fx_setup[i], fixture_teardown);
 		tcase_set_timeout(tc, 120 * deadline_scale());
+		g_adding_cfg = &configs[i];
 		add(tc);
 		tcase_add_test(tc, zz_unmount_and_check_daemon);
 		suite_add_tcase(s, tc);

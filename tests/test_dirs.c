@@ -423,8 +423,10 @@ void add_dirs_tests(TCase *tc)
 {
 	tcase_add_test(tc, dirs_mkdir_rmdir);
 	tcase_add_test(tc, dirs_readdir_types);
-	tcase_add_test(tc, dirs_large_10k);
-	tcase_add_test(tc, dirs_readdir_mutation);
+	if (CFG_META_HEAVY()) {
+		tcase_add_test(tc, dirs_large_10k);
+		tcase_add_test(tc, dirs_readdir_mutation);
+	}
 	tcase_add_test(tc, dirs_statfs);
 	tcase_add_test(tc, dirs_st_dev_consistent);
 	tcase_add_test(tc, dirs_setgid_inherit);

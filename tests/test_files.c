@@ -724,9 +724,11 @@ void add_files_tests(TCase *tc)
 	tcase_add_test(tc, files_copy_file_range);
 	tcase_add_test(tc, files_fsync_variants);
 	tcase_add_test(tc, files_many_open_close);
-	tcase_add_test(tc, files_large_sequential);
+	if (CFG_DATA_HEAVY())
+		tcase_add_test(tc, files_large_sequential);
 	tcase_add_test(tc, files_mmap);
 	tcase_add_test(tc, files_odirect);
 	tcase_add_test(tc, files_concurrent_writers);
-	tcase_add_test(tc, files_shared_fd_concurrent_reads);
+	if (CFG_DATA_HEAVY())
+		tcase_add_test(tc, files_shared_fd_concurrent_reads);
 }
