@@ -1,9 +1,14 @@
 #!/bin/bash
 # make uml: build the patched and the unpatched (control) ARCH=um kernels.
-# Each build is cached under $CACHE/build/<variant>-<hash>, where the hash
-# covers the tarball, the config fragment and (for the patched kernel) the
-# patches in series order, so an unchanged input is not rebuilt.  Bump
-# BUILD_RECIPE when the way the kernel is built changes.
+#
+# Each variant has one build directory ($CACHE/build/<variant> is a symlink
+# to it) holding a git worktree (src) and the O= output (out).  The input
+# hash covers the tarball, the config fragment and (for the patched kernel)
+# the patches in series order; it is stored next to the build, and an
+# unchanged input is not rebuilt.  When the series changes, the worktree is
+# moved to the new tree with git checkout, which only rewrites the files
+# that differ, so the rebuild is incremental.  Bump BUILD_RECIPE when the
+# way the kernel is built changes (forces a clean build).
 source "$(dirname "$0")/common.sh"
 
 BUILD_RECIPE=1
@@ -27,24 +32,55 @@ input_hash() {	# $1 = variant
 	} | sha256sum | cut -c1-16
 }
 
+config_hash() {
+	{ tarball_id; echo "recipe $BUILD_RECIPE"; cat "$KP_DIR/uml.config"; } |
+		sha256sum | cut -c1-16
+}
+
+# commit holding the tree to build for variant $1
+tree_commit() {
+	if [ "$1" = control ]; then
+		git -C "$BASE_REPO" rev-parse base
+		return
+	fi
+	local wt=$CACHE/src/apply
+	reset_worktree "$wt" >&2
+	apply_series "$wt" >&2
+	git -C "$wt" rev-parse HEAD
+}
+
 build_variant() {	# $1 = variant
-	local v=$1 h dir src out start
+	local v=$1 h dir src out start commit link=$CACHE/build/$1
 	h=$(input_hash "$v")
-	dir=$CACHE/build/$v-$h
+	dir=$(readlink -f "$link" 2>/dev/null || true)
+	if [ -z "$dir" ] || [ ! -d "$dir" ] ||
+	   [ "$(cat "$dir/recipe" 2>/dev/null)" != "$BUILD_RECIPE" ]; then
+		dir=$CACHE/build/$v-tree-$h
+		rm -rf "$dir"
+		mkdir -p "$dir"
+		echo "$BUILD_RECIPE" > "$dir/recipe"
+	fi
+	ln -sfn "$dir" "$link"
 	src=$dir/src
 	out=$dir/out
-	if [ -f "$dir/done" ] && [ -x "$out/linux" ]; then
-		log "$v kernel up to date ($dir)"
+	if [ "$(cat "$dir/hash" 2>/dev/null)" = "$h" ] && [ -x "$out/linux" ]; then
+		log "$v kernel up to date ($dir, input $h)"
+		return 0
+	fi
+	start=$(date +%s)
+	log "building $v kernel (input $h) in $dir"
+	rm -f "$dir/hash"
+	commit=$(tree_commit "$v")
+	if [ -e "$src/.git" ] && git -C "$src" rev-parse -q --verify HEAD >/dev/null; then
+		git -C "$src" checkout -q -f --detach "$commit"
 	else
-		start=$(date +%s)
-		log "building $v kernel in $dir"
-		mkdir -p "$dir"
-		if [ ! -f "$dir/src.done" ]; then
-			fresh_worktree "$src"
-			[ "$v" = patched ] && apply_series "$src"
-			touch "$dir/src.done"
-		fi
-		mkdir -p "$out"
+		rm -rf "$src"
+		git -C "$BASE_REPO" worktree prune
+		git -C "$BASE_REPO" worktree add -q --detach "$src" "$commit"
+	fi
+	mkdir -p "$out"
+	if [ "$(cat "$dir/config" 2>/dev/null)" != "$(config_hash)" ] ||
+	   [ ! -f "$out/.config" ]; then
 		(
 			cd "$src"
 			make -s ARCH=um O="$out" defconfig
@@ -52,33 +88,23 @@ build_variant() {	# $1 = variant
 				"$out/.config" "$KP_DIR/uml.config" >/dev/null
 			make -s ARCH=um O="$out" olddefconfig
 		)
-		local o
-		for o in $REQUIRED; do
-			grep -q "^CONFIG_$o=y" "$out/.config" ||
-				die "CONFIG_$o not enabled in $v config"
-		done
-		make -C "$src" ARCH=um O="$out" -j"$JOBS" linux \
-			> "$dir/build.log" 2>&1 || {
-			tail -40 "$dir/build.log" >&2
-			die "$v kernel build failed (log: $dir/build.log)"
-		}
-		touch "$dir/done"
-		log "$v kernel built in $(( $(date +%s) - start ))s"
+		config_hash > "$dir/config"
 	fi
-	ln -sfn "$dir" "$CACHE/build/$v"
-	# drop stale builds of this variant
-	local d
-	for d in "$CACHE/build/$v"-*; do
-		[ "$d" = "$dir" ] && continue
-		[ -d "$d" ] || continue
-		log "removing stale build $d"
-		git -C "$BASE_REPO" worktree remove --force "$d/src" 2>/dev/null || true
-		rm -rf "$d"
+	local o
+	for o in $REQUIRED; do
+		grep -q "^CONFIG_$o=y" "$out/.config" ||
+			die "CONFIG_$o not enabled in $v config"
 	done
-	git -C "$BASE_REPO" worktree prune
+	make -C "$src" ARCH=um O="$out" -j"$JOBS" linux \
+		> "$dir/build.log" 2>&1 || {
+		tail -40 "$dir/build.log" >&2
+		die "$v kernel build failed (log: $dir/build.log)"
+	}
+	echo "$h" > "$dir/hash"
+	log "$v kernel built in $(( $(date +%s) - start ))s"
 }
 
 build_variant patched
 build_variant control
-log "uml: patched=$(readlink "$CACHE/build/patched")/out/linux"
-log "uml: control=$(readlink "$CACHE/build/control")/out/linux"
+log "uml: patched=$(readlink -f "$CACHE/build/patched")/out/linux"
+log "uml: control=$(readlink -f "$CACHE/build/control")/out/linux"

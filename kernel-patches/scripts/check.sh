@@ -14,7 +14,7 @@ present=$(cd "$KP_DIR" && ls -1 -- *.patch | sort)
 $(diff <(echo "$listed") <(echo "$present"))"
 
 wt=$CACHE/src/check
-fresh_worktree "$wt"
+reset_worktree "$wt"
 apply_series "$wt"
 log "series applies: $(series_patches | wc -l) patches on $(git -C "$wt" log -1 --format=%s base)"
 

@@ -89,3 +89,16 @@ apply_series() {
 			am -q "$p" || die "git am failed: $(basename "$p")"
 	done < <(series_patches)
 }
+
+# Reuse worktree $1 if it exists (cheap: only files that differ from its
+# current state are rewritten), otherwise create it; leave it at pristine base.
+reset_worktree() {
+	local wt=$1
+	if [ -e "$wt/.git" ] && git -C "$wt" rev-parse -q --verify HEAD >/dev/null; then
+		git -C "$wt" am --abort >/dev/null 2>&1 || true
+		git -C "$wt" checkout -q -f --detach base
+		git -C "$wt" clean -q -f -d
+	else
+		fresh_worktree "$wt"
+	fi
+}
