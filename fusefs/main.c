@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -181,6 +182,36 @@ static void free_state(struct fuse_args *args)
 	free(dcfs.opt.config);
 }
 
+/*
+ * Every inode the kernel has looked up holds an O_PATH fd, so a tree of a
+ * few hundred thousand files needs as many descriptors: raise the limit as
+ * far as the system allows.
+ */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+	unsigned long max = 0;
+	FILE *fp = fopen("/proc/sys/fs/nr_open", "re");
+
+	if (fp) {
+		if (fscanf(fp, "%lu", &max) != 1)
+			max = 0;
+		fclose(fp);
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	if (max > rl.rlim_max && geteuid() == 0)
+		rl.rlim_max = max;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536)
+		log_warn("only %llu file descriptors: at most that many files and directories can be in use through the mount at once (raise RLIMIT_NOFILE)\n",
+			 (unsigned long long)rl.rlim_cur);
+}
+
 /* Everything before the mount: nothing is mounted unless this returns 0. */
 static int prepare(struct fuse_args *args, const char *prog, bool *done)
 {
@@ -202,6 +233,7 @@ static int prepare(struct fuse_args *args, const char *prog, bool *done)
 	    load_config() < 0)
 		return 1;
 	dcfs.privileged = geteuid() == 0;
+	raise_fd_limit();
 	err = inode_table_init(dcfs.opt.backing);
 	if (err) {
 		fprintf(stderr, "dcfs: %s: %s\n", dcfs.opt.backing,
