@@ -41,22 +41,54 @@ static void protect(struct dcfs_file *f, off_t lo, off_t hi)
 	f->nprot++;
 }
 
-/* Remembers which pages of [off, off + len) are resident now. */
-static void note_resident(struct dcfs_file *f, off_t off, size_t len)
+static off_t page_down(off_t x)
+{
+	return x & ~(off_t)(PAGE - 1);
+}
+
+static off_t page_up(off_t x)
+{
+	return (x + PAGE - 1) & ~(off_t)(PAGE - 1);
+}
+
+static void note_range(struct dcfs_file *f, off_t lo, off_t hi)
 {
 	struct dcfs_cachestat cs;
-	off_t lo = off & ~(off_t)(PAGE - 1), end = off + (off_t)len;
 
-	if (f->prot_all || dcfs_cachestat(f->fd, (uint64_t)lo,
-					  (uint64_t)(end - lo), &cs) < 0)
+	if (hi <= lo || dcfs_cachestat(f->fd, (uint64_t)lo,
+				       (uint64_t)(hi - lo), &cs) < 0)
 		return;
 	if (cs.nr_cache == 0)
 		return;
 	/* Rare (the file is shared): find the pages one by one. */
-	for (off_t p = lo; p < end && !f->prot_all; p += PAGE)
+	for (off_t p = lo; p < hi && !f->prot_all; p += PAGE)
 		if (dcfs_cachestat(f->fd, (uint64_t)p, PAGE, &cs) == 0 &&
 		    cs.nr_cache)
 			protect(f, p, p + PAGE);
+}
+
+/*
+ * Remembers which pages of [off, off + len) are resident now, except the
+ * pages this handle already touched itself (a request ending mid-page
+ * leaves that page resident for the next one: it is ours, not someone
+ * else's).
+ */
+static void note_resident(struct dcfs_file *f, off_t off, size_t len)
+{
+	off_t lo = page_down(off), hi = page_up(off + (off_t)len);
+
+	if (f->prot_all)
+		return;
+	if (f->seen_hi > f->seen_lo) {
+		note_range(f, lo, lo < f->seen_lo ? f->seen_lo : lo);
+		note_range(f, hi > f->seen_hi ? f->seen_hi : hi, hi);
+	} else {
+		note_range(f, lo, hi);
+	}
+	if (f->seen_hi == f->seen_lo || lo < f->seen_lo)
+		f->seen_lo = lo;
+	if (hi > f->seen_hi)
+		f->seen_hi = hi;
 }
 
 static void advise_dontneed(int fd, off_t lo, off_t hi)
@@ -65,11 +97,18 @@ static void advise_dontneed(int fd, off_t lo, off_t hi)
 		posix_fadvise(fd, lo, hi - lo, POSIX_FADV_DONTNEED);
 }
 
-/* Drops [lo, hi) except the protected ranges. */
+/*
+ * Drops [lo, hi) except the protected ranges.  The range is widened to
+ * whole pages: POSIX_FADV_DONTNEED keeps partial pages, and a stream of
+ * requests ending mid-page would otherwise leave one page per request.
+ */
 static void drop_unprotected(struct dcfs_file *f, off_t lo, off_t hi)
 {
-	off_t pos = lo;
+	off_t pos;
 
+	lo = page_down(lo);
+	hi = page_up(hi);
+	pos = lo;
 	if (f->prot_all || hi <= lo)
 		return;
 	for (unsigned int i = 0; i < f->nprot; i++) {
@@ -102,7 +141,7 @@ ssize_t fallback_read(struct dcfs_file *f, void *buf, size_t len, off_t off)
 	n = pread(f->fd, buf, len, off);
 	if (n < 0)
 		return -errno;
-	drop_unprotected(f, off & ~(off_t)(PAGE - 1), off + n);
+	drop_unprotected(f, off, off + n);
 	return n;
 }
 

@@ -87,6 +87,7 @@ struct dcfs_file {
 	/* fallback write-behind and residency protection */
 	off_t wb_lo, wb_hi;	  /* written, writeback not started */
 	off_t wb_prev_lo, wb_prev_hi; /* writeback started, not yet dropped */
+	off_t seen_lo, seen_hi; /* pages this handle touched */
 	struct range { off_t lo, hi; } prot[16];
 	unsigned int nprot;
 	bool prot_all; /* too many pre-resident ranges: drop nothing */
