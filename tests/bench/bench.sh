@@ -466,12 +466,19 @@ stream_table() { # op
 	echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	awk -F, -v op="$1" '
 	FNR == NR { if ($3 == op) { if ($1 == "nat-dc") dc[$2] = $4; if ($1 == "nat-buf") bu[$2] = $4 }; next }
-	$3 == op {
-		r1 = (dc[$2] > 0) ? sprintf("%.2f", $4 / dc[$2]) : "-"
-		r2 = (bu[$2] > 0) ? sprintf("%.2f", $4 / bu[$2]) : "-"
-		cpu = ($1 ~ /^dcfs/) ? $10 : "-"
-		printf "| %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $4, r1, r2, $5, $6, $7, $8, $9, cpu
-	}' "$RAW/stream-median.csv" "$RAW/stream-median.csv"
+	$3 == op { row[$1 "," $2] = $0 }
+	END {
+		nb = split(bslist, B, " "); ns = split(syslist, S, " ")
+		for (i = 1; i <= nb; i++) for (j = 1; j <= ns; j++) {
+			k = S[j] "," B[i]
+			if (!(k in row)) continue
+			split(row[k], f, ",")
+			r1 = (dc[f[2]] > 0) ? sprintf("%.2f", f[4] / dc[f[2]]) : "-"
+			r2 = (bu[f[2]] > 0) ? sprintf("%.2f", f[4] / bu[f[2]]) : "-"
+			cpu = (f[1] ~ /^dcfs/) ? f[10] : "-"
+			printf "| %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s |\n", f[1], f[2], f[4], r1, r2, f[5], f[6], f[7], f[8], f[9], cpu
+		}
+	}' bslist="$BSLIST" syslist="$SYSTEMS" "$RAW/stream-median.csv" "$RAW/stream-median.csv"
 }
 
 hot_medians() {
@@ -632,7 +639,7 @@ report() {
 	{
 		echo "# dcfs bench — $MODE mode, $(date -u '+%F %H:%M UTC'), $(uname -r), $(nproc) CPUs"
 		echo
-		echo "Command: \`tests/bench/bench.sh $ARGS\`"
+		echo "Command: \`tests/bench/bench.sh${ARGS:+ $ARGS}\` (\`make bench\`${ARGS:+ with BENCH_ARGS=\"$ARGS\"})"
 		echo
 		if [ -s "$RAW/stream-median.csv" ]; then
 			for bs in $BSLIST; do
