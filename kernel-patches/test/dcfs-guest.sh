@@ -29,12 +29,12 @@ until grep -q " $mp fuse" /proc/mounts; do
 done
 echo "PASS: dcfs mounted on $mp"
 
-"$t" stream "$mp/stream.mkv" 64 || rc=1
-# the backing file on F2FS must not stay in the page cache
+# write a file through dcfs: the backing file on F2FS must not stay cached
+"$t" stream "$mp/stream.mkv" 64 write || rc=1
 "$t" resident "$backing/stream.mkv" 60 || rc=1
-# reading it again through dcfs must not leave it cached either
+# read it back through dcfs (cold caches): again nothing may stay cached
 echo 3 > /proc/sys/vm/drop_caches
-cat "$mp/stream.mkv" > /dev/null || rc=1
+"$t" stream "$mp/stream.mkv" 64 read || rc=1
 "$t" resident "$backing/stream.mkv" 30 || rc=1
 "$dcfs" stat "$mp" 2>/dev/null | head -20
 

@@ -5,8 +5,9 @@
  *   dontcache_test control MNT        unpatched kernel: expect EOPNOTSUPP
  *   dontcache_test run MNT DEV SYSFS HOSTDIR
  *                                     patched kernel: the full test
- *   dontcache_test stream FILE MIB    write FILE (plain writes, 1 MiB
- *                                     requests), read it back and verify
+ *   dontcache_test stream FILE MIB write|read|both
+ *                                     write FILE (plain writes, 1 MiB
+ *                                     requests) and/or read it back/verify
  *   dontcache_test resident FILE SECS wait until FILE has 0 resident pages
  *
  * MNT is an F2FS mount of DEV (mounted by the caller); SYSFS is the
@@ -526,7 +527,7 @@ static void verify_after_remount(const char *dev)
 }
 
 /* plain (cached) I/O through some other layer, e.g. a dcfs mount */
-static int stream(const char *file, size_t mib)
+static int stream(const char *file, size_t mib, const char *what)
 {
 	size_t size = mib * MIB;
 	unsigned char *model = malloc(size);
@@ -535,13 +536,18 @@ static int stream(const char *file, size_t mib)
 	if (!model)
 		die("malloc");
 	fill(model, size, 0, 4242);
-	fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	fd = open(file, O_RDWR | O_CREAT | (strcmp(what, "read") ? O_TRUNC : 0),
+		  0644);
 	if (fd < 0)
 		die(file);
-	ok = do_write(fd, model, 0, size, MIB, 0);
-	check(ok, "wrote %zu MiB to %s", mib, file);
-	ok = do_read_verify(fd, model, size, MIB, 0);
-	check(ok, "read %zu MiB back from %s", mib, file);
+	if (strcmp(what, "read")) {
+		ok = do_write(fd, model, 0, size, MIB, 0);
+		check(ok, "wrote %zu MiB to %s", mib, file);
+	}
+	if (strcmp(what, "write")) {
+		ok = do_read_verify(fd, model, size, MIB, 0);
+		check(ok, "read %zu MiB back from %s", mib, file);
+	}
 	close(fd);
 	free(model);
 	printf("%d passed, %d failed\n", passed, failed);
@@ -574,8 +580,8 @@ int main(int argc, char **argv)
 	size_t i;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (argc == 4 && !strcmp(argv[1], "stream"))
-		return stream(argv[2], strtoul(argv[3], NULL, 0));
+	if (argc == 5 && !strcmp(argv[1], "stream"))
+		return stream(argv[2], strtoul(argv[3], NULL, 0), argv[4]);
 	if (argc == 4 && !strcmp(argv[1], "resident"))
 		return wait_file_resident(argv[2], atof(argv[3]));
 	if (argc == 3 && !strcmp(argv[1], "control")) {
