@@ -4,7 +4,7 @@
 # command line (see scripts/bench.sh).
 mnt=$1
 b=$T_RUN/bin/bench
-mib=${BENCH_MIB:-768}
+mib=${BENCH_MIB:-512}
 sizes=$(echo "${BENCH_SIZES_CSV:-4096,16384,65536,262144,1048576}" | tr , ' ')
 cgmib=${BENCH_CG_MIB:-244}
 
