@@ -639,6 +639,8 @@ report() {
 	{
 		echo "# dcfs bench — $MODE mode, $(date -u '+%F %H:%M UTC'), $(uname -r), $(nproc) CPUs"
 		echo
+		echo "dcfs binary: ${DCFS_ID:-?}"
+		echo
 		echo "Command: \`tests/bench/bench.sh${ARGS:+ $ARGS}\` (\`make bench\`${ARGS:+ with BENCH_ARGS=\"$ARGS\"})"
 		echo
 		if [ -s "$RAW/stream-median.csv" ]; then
@@ -710,8 +712,13 @@ if [ "$REPORT_ONLY" = 1 ]; then
 	report
 	exit 0
 fi
-log "mode $MODE, output $OUT, dcfs $DCFS_BIN"
-mkdir -p "$W/tmp" "$M"
+mkdir -p "$W/tmp" "$M" "$W/bin"
+# Pin the binaries: a rebuild of build/ during a long run must not change
+# the daemon between one mount and the next.
+cp "$DCFS_BIN" "$W/bin/dcfs" && cp "$IO" "$W/bin/dcfs-io"
+DCFS_ID="sha256 $(sha256sum "$DCFS_BIN" | cut -c1-12), tree $(git -C "$REPO" describe --always --dirty 2>/dev/null || echo ?)"
+log "mode $MODE, output $OUT, dcfs $DCFS_BIN ($DCFS_ID)"
+DCFS_BIN=$W/bin/dcfs IO=$W/bin/dcfs-io
 write_conf
 make_fs ext4 "$( [ $MODE = quick ] && echo 8G || echo 16G )" "$E"
 case " $SYSTEMS $HOTSYS " in *btrfs*)
@@ -728,7 +735,7 @@ rm -f "$OUT/bench.png"
 [ $DO_STREAM = 1 ] && rm -f "$RAW"/stream*.csv
 [ $DO_HOT = 1 ] && rm -f "$RAW"/hot*.csv
 [ $DO_META = 1 ] && rm -f "$RAW"/meta*.csv
-for v in MODE RUNS SIZE SIZE_4K HOT STREAM HOT_RUNS CG_LIMIT META_N META_RUNS BSLIST SYSTEMS HOTSYS ARGS; do
+for v in DCFS_ID MODE RUNS SIZE SIZE_4K HOT STREAM HOT_RUNS CG_LIMIT META_N META_RUNS BSLIST SYSTEMS HOTSYS ARGS; do
 	printf '%s=%q\n' $v "${!v}"
 done > "$RAW/params.sh"
 
