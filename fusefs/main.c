@@ -17,6 +17,15 @@
 
 struct dcfs_fs dcfs = { .root = { .fd = -1 } };
 
+static void warn_low_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536)
+		log_warn("only %llu file descriptors: at most that many files and directories can be in use through the mount at once (raise RLIMIT_NOFILE)\n",
+			 (unsigned long long)rl.rlim_cur);
+}
+
 static void dcfs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
@@ -39,6 +48,7 @@ static void dcfs_init(void *userdata, struct fuse_conn_info *conn)
 	log_info("mounted %s on %s: max_write %u, max_readahead %u\n",
 		 dcfs.opt.backing, dcfs.opt.mountpoint, conn->max_write,
 		 conn->max_readahead);
+	warn_low_fd_limit();
 }
 
 static void dcfs_destroy(void *userdata)
@@ -207,9 +217,6 @@ static void raise_fd_limit(void)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536)
-		log_warn("only %llu file descriptors: at most that many files and directories can be in use through the mount at once (raise RLIMIT_NOFILE)\n",
-			 (unsigned long long)rl.rlim_cur);
 }
 
 /* Everything before the mount: nothing is mounted unless this returns 0. */
