@@ -35,17 +35,27 @@ echo "== bench: ${mib} MiB sequential write per run, $(grep MemTotal /proc/memin
 echo "== table 1: no cgroup limit"
 matrix env || exit 1
 
-cg=/sys/fs/cgroup/memory
-mkdir -p /sys/fs/cgroup
-mount -t tmpfs cgroup_root /sys/fs/cgroup
-mkdir -p "$cg"
-mount -t cgroup -o memory memory "$cg" || { echo "no memory cgroup"; exit 1; }
+# memory-pressure variant: the writer in a small cgroup v2 memory cgroup.
+# Reclaim there is memcg reclaim, which /proc/vmstat does not count; the
+# cgroup's own memory.stat pgscan/pgsteal are appended as two more columns.
+cg=/sys/fs/cgroup
+mount -t cgroup2 none "$cg" || { echo "no cgroup2"; exit 1; }
+echo +memory > "$cg/cgroup.subtree_control"
 mkdir -p "$cg/bench"
-echo $((cgmib * 1024 * 1024)) > "$cg/bench/memory.limit_in_bytes"
+echo $((cgmib * 1024 * 1024)) > "$cg/bench/memory.max"
+
+mstat() { awk -v k="$1" '$1 == k { print $2 }' "$cg/bench/memory.stat"; }
 
 in_cg() {
-	sh -c 'echo $$ > '"$cg"'/bench/tasks; exec "$@"' sh "$@"
+	local s0 t0 line
+	s0=$(mstat pgscan)
+	t0=$(mstat pgsteal)
+	line=$(sh -c 'echo $$ > '"$cg"'/bench/cgroup.procs; exec "$@"' sh "$@") ||
+		return 1
+	printf '%s %12s %12s\n' "$line" $(( $(mstat pgscan) - s0 )) \
+		$(( $(mstat pgsteal) - t0 ))
 }
-echo "== table 2: writer in a ${cgmib} MiB memory cgroup (v1)"
+echo "== table 2: writer in a ${cgmib} MiB memory cgroup (cgroup v2 memory.max)"
+echo "   (last two columns: the cgroup's memory.stat pgscan / pgsteal deltas)"
 matrix in_cg || exit 1
 clean
