@@ -191,4 +191,15 @@ void fallback_finish(struct dcfs_file *f)
 		start_window(f);
 	drop_written(f, f->wb_prev_lo, f->wb_prev_hi);
 	f->wb_prev_lo = f->wb_prev_hi = 0;
+	/* Read-ahead the fd did before POSIX_FADV_RANDOM took effect. */
+	if (f->fadv_random)
+		drop_unprotected(f, f->seen_lo, f->seen_hi);
+	/*
+	 * RWF_DONTCACHE leaves a page behind when FUSE splits a write inside
+	 * it (a 1 MiB write from an unaligned buffer arrives as 1048560 + 16
+	 * bytes) and the second piece lands while the first is under
+	 * writeback: drop what the handle wrote uncached once it is written.
+	 */
+	if (f->dc_hi > f->dc_lo)
+		drop_written(f, f->dc_lo, f->dc_hi);
 }

@@ -141,8 +141,13 @@ static ssize_t write_uncached(struct dcfs_file *f, const void *buf, size_t len,
 	ssize_t n = uncached_pwrite(f->probe, f->fd, buf, len, off);
 
 	if (n != -EOPNOTSUPP) {
-		if (n > 0)
+		if (n > 0) {
 			stats_add(f->policy, ST_WRITE_DONTCACHE, (uint64_t)n);
+			if (f->dc_hi == f->dc_lo || off < f->dc_lo)
+				f->dc_lo = off;
+			if (off + n > f->dc_hi)
+				f->dc_hi = off + n;
+		}
 		return n;
 	}
 	n = fallback_write(f, buf, len, off);
