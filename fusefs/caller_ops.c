@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * -o nodefault_permissions: the kernel no longer checks permissions, so
- * the daemon must not act with its own (root) rights.  Every handler that
- * resolves names or opens objects runs with the caller's fsuid, fsgid and
- * supplementary groups, set per thread with the raw syscalls (glibc's
- * setgroups() would change every thread of the daemon), and the backing
- * filesystem makes the decision it would make for the caller.
+ * Handlers that run with the caller's identity (see creds.c for why).
+ *
+ * With default_permissions (the default) the kernel has checked access on
+ * its view; every handler that creates, opens, renames, removes or changes
+ * something still runs as the caller, so the backing filesystem checks the
+ * object the daemon actually reaches.  Lookups, getattr, readdir and reads
+ * of xattrs stay as root: they change nothing, and the kernel checked the
+ * search and read permissions.
+ *
+ * With -o nodefault_permissions the kernel checks nothing, so every handler
+ * that resolves names or opens objects runs as the caller.
  *
  * This is a wrapper around the operations table, switched on once, not a
  * test in every handler.
@@ -15,36 +20,14 @@
 
 #include "dcfs.h"
 
-#define MAX_GROUPS 256
-
 static struct fuse_lowlevel_ops real;
-
-static void caller_enter(fuse_req_t req)
-{
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	gid_t groups[MAX_GROUPS];
-	int n = fuse_req_getgroups(req, MAX_GROUPS, groups);
-
-	if (n < 0 || n > MAX_GROUPS)
-		n = 0;
-	syscall(SYS_setgroups, (size_t)n, groups);
-	syscall(SYS_setfsgid, ctx->gid);
-	syscall(SYS_setfsuid, ctx->uid);
-}
-
-static void caller_leave(void)
-{
-	syscall(SYS_setfsuid, geteuid());
-	syscall(SYS_setfsgid, getegid());
-	syscall(SYS_setgroups, (size_t)0, NULL);
-}
 
 #define AS_CALLER(op, params, args)          \
 	static void caller_##op params       \
 	{                                    \
-		caller_enter(req);           \
+		int how = creds_enter(req);  \
 		real.op args;                \
-		caller_leave();              \
+		creds_leave(how);            \
 	}
 
 AS_CALLER(lookup, (fuse_req_t req, fuse_ino_t p, const char *n), (req, p, n))
@@ -79,12 +62,29 @@ AS_CALLER(removexattr, (fuse_req_t req, fuse_ino_t i, const char *n),
 	  (req, i, n))
 AS_CALLER(access, (fuse_req_t req, fuse_ino_t i, int m), (req, i, m))
 
-void caller_ops_wrap(struct fuse_lowlevel_ops *ops)
+/*
+ * A mode change keeps the daemon's rights when the kernel checks
+ * permissions: the kernel itself asks for one to clear set-id bits after a
+ * write or truncate by a user who does not own the file, which the caller's
+ * own rights could not do.  The kernel has checked that a chmod(2) came
+ * from the owner.
+ */
+static bool as_caller_all;
+
+static void caller_setattr_checked(fuse_req_t req, fuse_ino_t i, struct stat *a,
+				   int v, struct fuse_file_info *fi)
+{
+	if (!as_caller_all && (v & FUSE_SET_ATTR_MODE))
+		real.setattr(req, i, a, v, fi);
+	else
+		caller_setattr(req, i, a, v, fi);
+}
+
+void caller_ops_wrap(struct fuse_lowlevel_ops *ops, bool all)
 {
 	real = *ops;
-	ops->lookup = caller_lookup;
-	ops->setattr = caller_setattr;
-	ops->readlink = caller_readlink;
+	as_caller_all = all;
+	ops->setattr = caller_setattr_checked;
 	ops->mknod = caller_mknod;
 	ops->mkdir = caller_mkdir;
 	ops->unlink = caller_unlink;
@@ -96,8 +96,12 @@ void caller_ops_wrap(struct fuse_lowlevel_ops *ops)
 	ops->create = caller_create;
 	ops->opendir = caller_opendir;
 	ops->setxattr = caller_setxattr;
+	ops->removexattr = caller_removexattr;
+	if (!all)
+		return;
+	ops->lookup = caller_lookup;
+	ops->readlink = caller_readlink;
 	ops->getxattr = caller_getxattr;
 	ops->listxattr = caller_listxattr;
-	ops->removexattr = caller_removexattr;
 	ops->access = caller_access;
 }

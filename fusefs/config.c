@@ -12,16 +12,21 @@
  * struct dcfs_config or errors, never half of one.
  */
 #include <ctype.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "dcfs.h"
 #include "dcfs_policy.h"
 
 #define MAX_LINE 4096
+/* A config file larger than this is refused (documented in dcfs.conf(5)). */
+#define CONFIG_MAX_BYTES (1024 * 1024)
 #define MAX_ERRORS 100
 #define COMM_MAX 15 /* TASK_COMM_LEN - 1 */
 
@@ -50,6 +55,7 @@ struct parse_state {
 	size_t n_keys;
 	struct pending_map *pending;
 	size_t n_pending;
+	int read_errno; /* a read of the stream failed */
 };
 
 static const char *const policy_names[] = {
@@ -413,11 +419,18 @@ static size_t content_length(const char *line, ssize_t n)
 static char *read_line(char *str, int num, void *stream)
 {
 	struct parse_state *ps = stream;
-	ssize_t n = getline(&ps->buf, &ps->cap, ps->fp);
-	char *line = ps->buf;
+	ssize_t n;
+	char *line;
 
-	if (n < 0)
+	errno = 0;
+	n = getline(&ps->buf, &ps->cap, ps->fp);
+	line = ps->buf;
+	if (n < 0) {
+		/* The end of the file, or an error that must not look like one. */
+		if (!feof(ps->fp))
+			ps->read_errno = errno ? errno : EIO;
 		return NULL;
+	}
 	ps->lineno++;
 	if (ps->lineno == 1 && n >= 3 && memcmp(line, "\xef\xbb\xbf", 3) == 0) {
 		line += 3; /* UTF-8 byte order mark */
@@ -732,7 +745,9 @@ int config_load_stream(const char *name, FILE *fp, struct dcfs_config **out,
 	ini_initial_alloc = MAX_LINE + 8; /* the heap buffer never grows */
 	ini_use_stack = false;
 	ret = ini_parse_stream(read_line, &ps, on_key, &ps);
-	if (ret == -1 || ferror(fp))
+	if (ps.read_errno)
+		error_at(&ps, ps.lineno, "read error: %s", strerror(ps.read_errno));
+	else if (ret == -1 || ferror(fp))
 		error_at(&ps, ps.lineno, "read error");
 	else if (ret == -2)
 		error_at(&ps, ps.lineno, "out of memory");
@@ -749,19 +764,104 @@ int config_load_stream(const char *name, FILE *fp, struct dcfs_config **out,
 	return 0;
 }
 
+/*
+ * Reads the whole file into memory, bounded: only a regular file, opened
+ * without blocking (a FIFO or a device would wait forever or never end) and
+ * without following a symlink swapped in after the path was resolved, at
+ * most CONFIG_MAX_BYTES.  A read error is an error, never an early end of
+ * file that would install a truncated rule set.  Returns the length, or
+ * -errno with the message recorded.
+ */
+static ssize_t read_bounded(struct parse_state *ps, const char *path,
+			    char **out)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	size_t len = 0;
+	struct stat st;
+	char *buf;
+	int err;
+
+	if (fd < 0) {
+		err = errno;
+		error_at(ps, 0, "cannot read: %s", strerror(err));
+		return -err;
+	}
+	if (fstat(fd, &st) < 0) {
+		err = errno;
+		error_at(ps, 0, "cannot read: %s", strerror(err));
+		close(fd);
+		return -err;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		err = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+		error_at(ps, 0, "%s", S_ISDIR(st.st_mode) ?
+			 "is a directory" : "not a regular file");
+		close(fd);
+		return -err;
+	}
+	buf = malloc(CONFIG_MAX_BYTES + 2);
+	if (!buf) {
+		close(fd);
+		error_at(ps, 0, "out of memory");
+		return -ENOMEM;
+	}
+	for (;;) {
+		ssize_t n = read(fd, buf + len, CONFIG_MAX_BYTES + 1 - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			err = errno;
+			error_at(ps, 0, "read error: %s", strerror(err));
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len > CONFIG_MAX_BYTES) {
+			err = EFBIG;
+			error_at(ps, 0, "larger than %d bytes", CONFIG_MAX_BYTES);
+			goto fail;
+		}
+	}
+	close(fd);
+	buf[len] = '\0';
+	*out = buf;
+	return (ssize_t)len;
+fail:
+	close(fd);
+	free(buf);
+	return -err;
+}
+
 int config_load(const char *path, struct dcfs_config **out,
 		struct cfg_errors *errs)
 {
 	struct parse_state ps = { .file = path, .errs = errs };
-	FILE *fp = fopen(path, "re");
+	char *resolved = realpath(path, NULL);
+	char *buf = NULL;
+	ssize_t len;
+	FILE *fp;
 	int ret;
 
+	/* A symlinked config is fine; what it resolves to is checked. */
+	len = read_bounded(&ps, resolved ? resolved : path, &buf);
+	free(resolved);
+	if (len < 0)
+		return (int)len;
+	/* An empty file parses like a blank line (fmemopen wants a size). */
+	if (len == 0)
+		buf[len++] = '\n';
+	fp = fmemopen(buf, (size_t)len, "r");
 	if (!fp) {
-		error_at(&ps, 0, "cannot read: %s", strerror(errno));
-		return -errno;
+		ret = -errno;
+		error_at(&ps, 0, "cannot read: %s", strerror(-ret));
+		free(buf);
+		return ret;
 	}
 	ret = config_load_stream(path, fp, out, errs);
 	fclose(fp);
+	free(buf);
 	return ret;
 }
 

@@ -1,48 +1,83 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Ownership of objects created through the mount.
+ * Whose rights the daemon uses.
  *
- * The daemon creates as itself and then hands the object to the caller,
- * rather than switching to the caller's fsuid: a switched fsuid would keep
- * the daemon's supplementary groups, so the backing filesystem could refuse
- * what the kernel's default_permissions check (made with the caller's real
- * groups) already allowed.
+ * dcfs runs as root for every user of an allow_other mount.  Every handler
+ * that creates, opens, renames or removes something, or changes attributes,
+ * runs with the caller's fsuid, fsgid and supplementary groups (set per
+ * thread, see creds_enter()), so the backing filesystem decides exactly what
+ * it would decide for the caller, and an object is created belonging to the
+ * caller in one step.
+ *
+ * Why not create as root and chown afterwards (what dcfs did first): the
+ * chown and the chmod that restores set-id bits act on a name, and a user
+ * who can write the backing directory can rename a symlink to a root-owned
+ * file over that name in between.  Why not rely on the kernel's
+ * default_permissions alone: it checks cached attributes and the entry it
+ * looked up, not the object the daemon reaches by name later (a name that
+ * did not exist at LOOKUP may exist at CREATE; a chmod made in the backing
+ * tree is invisible until the attribute timeout).  With the caller's
+ * identity in force, any such race gives the caller at most their own
+ * rights.  virtiofsd and libfuse's passthrough_hp make the same choice.
+ *
+ * Supplementary groups matter: a switched fsuid alone would keep root's
+ * group list, so the backing filesystem could refuse (or allow) what the
+ * caller's real groups would not.  They come from fuse_req_getgroups(),
+ * which reads /proc; a caller that has exited meanwhile gets no groups,
+ * which can only deny.
  */
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "dcfs.h"
 
-static bool dir_is_setgid(struct dcfs_inode *dir)
-{
-	struct stat st;
+#define GROUPS_ON_STACK 64
 
-	return inode_stat(dir, &st) == 0 && (st.st_mode & S_ISGID);
+static int caller_groups(fuse_req_t req, gid_t **list, gid_t *stack)
+{
+	int n = fuse_req_getgroups(req, GROUPS_ON_STACK, stack);
+
+	*list = stack;
+	if (n <= GROUPS_ON_STACK)
+		return n < 0 ? 0 : n;
+	*list = malloc(sizeof(gid_t) * (size_t)n);
+	if (!*list) {
+		*list = stack;
+		return 0;
+	}
+	n = fuse_req_getgroups(req, n, *list);
+	return n < 0 ? 0 : n;
 }
 
-int creds_chown_to_caller(fuse_req_t req, int dirfd, const char *name,
-			  struct dcfs_inode *parent, mode_t mode)
+int creds_enter(fuse_req_t req)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	gid_t gid = ctx->gid;
+	gid_t stack[GROUPS_ON_STACK], *groups;
+	int n;
 
-	/* Without default_permissions the object was created as the caller. */
-	if (!dcfs.privileged || dcfs.opt.nodefault_permissions)
-		return 0;
-	if (ctx->uid == geteuid() && ctx->gid == getegid())
-		return 0;
-	/* In a setgid directory the backing filesystem already chose the group. */
-	if (dir_is_setgid(parent))
-		gid = (gid_t)-1;
-	if (fchownat(dirfd, name, ctx->uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
-	/* chown(2) clears set-id bits of non-directories; put back what was asked. */
-	if ((mode & (S_ISUID | S_ISGID)) && S_ISREG(mode) &&
-	    fchmodat(dirfd, name, mode & 07777, 0) < 0)
-		return -errno;
-	return 0;
+	/* Root callers keep root's rights; an unprivileged daemon has no choice. */
+	if (!dcfs.privileged || ctx->uid == 0)
+		return CREDS_KEPT;
+	n = caller_groups(req, &groups, stack);
+	/* The raw syscalls change this thread only (glibc's change all). */
+	syscall(SYS_setgroups, (size_t)n, groups);
+	if (groups != stack)
+		free(groups);
+	syscall(SYS_setfsgid, ctx->gid);
+	syscall(SYS_setfsuid, ctx->uid);
+	return CREDS_CALLER;
+}
+
+void creds_leave(int how)
+{
+	if (how != CREDS_CALLER)
+		return;
+	syscall(SYS_setfsuid, 0);
+	syscall(SYS_setfsgid, 0);
+	syscall(SYS_setgroups, (size_t)0, NULL);
 }
 
 /*

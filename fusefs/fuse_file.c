@@ -148,7 +148,13 @@ static void dcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		file_free(dcfs_file_of(fi));
 }
 
-/* Opens name in dir, creating it only if absent; *created says which. */
+/*
+ * Opens name in dir, creating it only if absent; *created says which.
+ * Runs as the caller (caller_ops.c), so opening an existing file, which
+ * the kernel did not check when the name did not exist at its LOOKUP, is
+ * decided by the backing filesystem with the caller's rights, O_TRUNC
+ * included.
+ */
 static int create_or_open(struct dcfs_inode *dir, const char *name, int flags,
 			  mode_t mode, bool *created)
 {
@@ -161,6 +167,17 @@ static int create_or_open(struct dcfs_inode *dir, const char *name, int flags,
 	return fd < 0 ? -errno : fd;
 }
 
+/* Undoes a create that cannot be completed, if the name still holds it. */
+static void undo_create(struct dcfs_inode *dir, const char *name, int fd)
+{
+	struct stat made, now;
+
+	if (fstat(fd, &made) == 0 &&
+	    fstatat(dir->fd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    made.st_dev == now.st_dev && made.st_ino == now.st_ino)
+		unlinkat(dir->fd, name, 0);
+}
+
 static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 			mode_t mode, struct fuse_file_info *fi)
 {
@@ -171,34 +188,27 @@ static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 	fd = create_or_open(dir, name, fi->flags, mode, &created);
 	if (fd < 0) {
-		err = fd;
-		goto out_err;
+		fuse_reply_err(req, -fd);
+		return;
 	}
-	if (created) {
-		err = creds_chown_to_caller(req, dir->fd, name, dir,
-					    S_IFREG | mode);
-		if (err)
-			goto out_unlink;
-	}
-	err = inode_lookup(dir, name, &e);
+	/* The object is the one the fd refers to, not what the name holds now. */
+	err = inode_lookup_open_fd(fd, &e);
 	if (err)
-		goto out_close;
+		goto out_undo;
 	err = file_new(req, dcfs_inode_of(e.ino), fd, fi->flags, fi);
-	if (err)
-		goto out_forget;
+	if (err) {
+		inode_forget(dcfs_inode_of(e.ino), 1);
+		goto out_undo;
+	}
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		file_free(dcfs_file_of(fi));
 		inode_forget(dcfs_inode_of(e.ino), 1);
 	}
 	return;
-out_forget:
-	inode_forget(dcfs_inode_of(e.ino), 1);
-out_unlink:
+out_undo:
 	if (created)
-		unlinkat(dir->fd, name, 0);
-out_close:
+		undo_create(dir, name, fd);
 	close(fd);
-out_err:
 	fuse_reply_err(req, -err);
 }
 

@@ -184,12 +184,13 @@ static int make_object(struct dcfs_inode *dir, const char *name, mode_t mode,
 	return (int)dcfs_err(mknodat(dir->fd, name, mode, rdev));
 }
 
-static void remove_object(struct dcfs_inode *dir, const char *name, mode_t mode)
-{
-	unlinkat(dir->fd, name, S_ISDIR(mode) ? AT_REMOVEDIR : 0);
-}
-
-/* mknod, mkdir and symlink: create, hand to the caller, then look up. */
+/*
+ * mknod, mkdir and symlink, run as the caller (caller_ops.c): the object is
+ * the caller's from the start, nothing is changed by name afterwards.  The
+ * entry replied is what the name holds now; if someone replaced it in the
+ * backing tree meanwhile, the kernel must not get an object of another
+ * type for the one it asked for.
+ */
 static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, dev_t rdev, const char *target)
 {
@@ -198,16 +199,14 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int err;
 
 	err = make_object(dir, name, mode, rdev, target);
-	if (err)
-		goto out;
-	err = creds_chown_to_caller(req, dir->fd, name, dir, mode);
-	if (err) {
-		/* Never leave an object owned by the wrong user behind. */
-		remove_object(dir, name, mode);
-		goto out;
+	if (!err)
+		err = inode_lookup(dir, name, &e);
+	if (!err && (e.attr.st_mode & S_IFMT) != (mode & S_IFMT)) {
+		log_warn("%s was replaced in the backing tree while being created\n",
+			 name);
+		inode_forget(dcfs_inode_of(e.ino), 1);
+		err = -EEXIST;
 	}
-	err = inode_lookup(dir, name, &e);
-out:
 	reply_entry_or_err(req, err, &e);
 }
 
@@ -278,8 +277,9 @@ static void dcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	int err;
 
 	err = link_inode(dcfs_inode_of(ino), dir->fd, newname);
+	/* The new name is another name of this inode, whatever it holds now. */
 	if (!err)
-		err = inode_lookup(dir, newname, &e);
+		err = inode_lookup_again(dcfs_inode_of(ino), &e);
 	reply_entry_or_err(req, err, &e);
 }
 

@@ -21,6 +21,12 @@
  * with it now and why; on the mount root it names the config; and
  * user.dcfs.stats (JSON) / user.dcfs.stats.table on the root show the
  * counters.
+ *
+ * Who sees what: the policy of a file is shown to anyone who may read the
+ * file's attributes (it follows from its name, size and the rules); the
+ * config file's path and the mount-wide counters (other users' traffic)
+ * only to root.  Others get the root's summary without the path, and
+ * EACCES for the counters.
  */
 #define VIRTUAL_PREFIX "user.dcfs."
 
@@ -29,7 +35,7 @@ static bool is_virtual(const char *name)
 	return strncmp(name, VIRTUAL_PREFIX, strlen(VIRTUAL_PREFIX)) == 0;
 }
 
-static char *root_policy_text(void)
+static char *root_policy_text(bool privileged)
 {
 	struct dcfs_config *cfg = config_get();
 	char when[64], summary[512], *text = NULL;
@@ -38,10 +44,20 @@ static char *root_policy_text(void)
 	gmtime_r(&cfg->loaded, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	config_summary(cfg, summary, sizeof(summary));
-	if (asprintf(&text, "config %s loaded %s; %s",
-		     cfg->path ? cfg->path : "(built-in defaults)", when,
-		     summary) < 0)
-		text = NULL;
+	if (privileged) {
+		if (asprintf(&text, "config %s loaded %s; %s",
+			     cfg->path ? cfg->path : "(built-in defaults)",
+			     when, summary) < 0)
+			text = NULL;
+	} else {
+		const char *rules = strstr(summary, ": OK: ");
+
+		if (asprintf(&text, "config %s loaded %s; %s",
+			     cfg->path ? "(path shown to root only)" :
+					 "(built-in defaults)",
+			     when, rules ? rules + 6 : "") < 0)
+			text = NULL;
+	}
 	config_put(cfg);
 	return text;
 }
@@ -66,15 +82,22 @@ static char *virtual_value(fuse_req_t req, struct dcfs_inode *inode,
 			   const char *name, int *err)
 {
 	bool root = inode == &dcfs.root;
+	bool privileged = fuse_req_ctx(req)->uid == 0;
+	bool stats = root && strncmp(name, VIRTUAL_PREFIX "stats",
+				     strlen(VIRTUAL_PREFIX "stats")) == 0;
 	char *v = NULL;
 
 	*err = ENODATA;
-	if (strcmp(name, VIRTUAL_PREFIX "policy") == 0)
-		v = root ? root_policy_text() : file_policy_text(req, inode);
-	else if (root && strcmp(name, VIRTUAL_PREFIX "stats") == 0)
+	if (strcmp(name, VIRTUAL_PREFIX "policy") == 0) {
+		v = root ? root_policy_text(privileged) :
+			   file_policy_text(req, inode);
+	} else if (stats && !privileged) {
+		*err = EACCES;
+	} else if (root && strcmp(name, VIRTUAL_PREFIX "stats") == 0) {
 		v = stats_json();
-	else if (root && strcmp(name, VIRTUAL_PREFIX "stats.table") == 0)
+	} else if (root && strcmp(name, VIRTUAL_PREFIX "stats.table") == 0) {
 		v = stats_table();
+	}
 	return v;
 }
 

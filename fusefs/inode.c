@@ -10,6 +10,8 @@
  * the caller's behalf.
  */
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,22 +221,41 @@ static bool is_dot_dot_of_root(struct dcfs_inode *parent, const char *name)
 	return parent == &dcfs.root && strcmp(name, "..") == 0;
 }
 
-int inode_lookup(struct dcfs_inode *parent, const char *name,
-		 struct fuse_entry_param *e)
+/*
+ * Opens name in dir as an O_PATH fd without following a symlink.  The
+ * common case does not cross a mount point (RESOLVE_NO_XDEV); one that does
+ * is checked not to lead into dcfs's own mount.
+ */
+static int open_entry(int dirfd, const char *name)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = RESOLVE_NO_XDEV,
+	};
+	int fd = (int)syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
+
+	if (fd >= 0)
+		return fd;
+	if (errno != EXDEV && errno != ENOSYS)
+		return -errno;
+	fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (guard_is_self(fd)) {
+		close(fd);
+		return -ELOOP;
+	}
+	return fd;
+}
+
+/* The entry for the object fd (an O_PATH fd, owned by the callee). */
+static int entry_from_fd(int fd, struct fuse_entry_param *e)
 {
 	struct dcfs_inode *inode;
-	int fd;
 
 	memset(e, 0, sizeof(*e));
 	e->attr_timeout = dcfs.opt.attr_timeout;
 	e->entry_timeout = dcfs.opt.entry_timeout;
-
-	/* The mount root is a ceiling: ".." must not reach the backing dir's parent. */
-	if (is_dot_dot_of_root(parent, name))
-		name = ".";
-	fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
 	if (fstatat(fd, "", &e->attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
 		int err = -errno;
 
@@ -246,6 +267,45 @@ int inode_lookup(struct dcfs_inode *parent, const char *name,
 		return -ENOMEM;
 	e->ino = inode == &dcfs.root ? FUSE_ROOT_ID : (uintptr_t)inode;
 	return 0;
+}
+
+int inode_lookup(struct dcfs_inode *parent, const char *name,
+		 struct fuse_entry_param *e)
+{
+	int fd;
+
+	/* The mount root is a ceiling: ".." must not reach the backing dir's parent. */
+	if (is_dot_dot_of_root(parent, name))
+		name = ".";
+	fd = open_entry(parent->fd, name);
+	if (fd < 0)
+		return fd;
+	return entry_from_fd(fd, e);
+}
+
+int inode_lookup_again(struct dcfs_inode *inode, struct fuse_entry_param *e)
+{
+	int fd = fcntl(inode->fd, F_DUPFD_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	return entry_from_fd(fd, e);
+}
+
+/*
+ * The entry for the object an open fd refers to: what openat(O_CREAT)
+ * created, never whatever the name holds by now.
+ */
+int inode_lookup_open_fd(int fd, struct fuse_entry_param *e)
+{
+	char path[64];
+	int pfd;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	pfd = open(path, O_PATH | O_CLOEXEC);
+	if (pfd < 0)
+		return -errno;
+	return entry_from_fd(pfd, e);
 }
 
 void inode_forget(struct dcfs_inode *inode, uint64_t n)

@@ -19,13 +19,24 @@ static int syslog_priority(enum fuse_log_level level)
 	return (int)level;
 }
 
+/*
+ * libfuse builds some lines from several calls; the prefix goes only at
+ * the start of a line.
+ */
 static void log_sink(enum fuse_log_level level, const char *fmt, va_list ap)
 {
+	static __thread bool mid_line;
+	char buf[2048];
+	int n;
+
 	if ((int)level > log_max_level)
 		return;
 	if (log_to_stderr) {
-		fputs("dcfs: ", stderr);
-		vfprintf(stderr, fmt, ap);
+		n = vsnprintf(buf, sizeof(buf), fmt, ap);
+		if (n < 0)
+			return;
+		fprintf(stderr, "%s%s", mid_line ? "" : "dcfs: ", buf);
+		mid_line = n > 0 && (size_t)n < sizeof(buf) && buf[n - 1] != '\n';
 	} else {
 		vsyslog(syslog_priority(level), fmt, ap);
 	}

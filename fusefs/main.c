@@ -68,8 +68,8 @@ static void build_ops(struct fuse_lowlevel_ops *ops)
 	fuse_dir_ops(ops);
 	fuse_file_ops(ops);
 	fuse_xattr_ops(ops);
-	if (dcfs.opt.nodefault_permissions && dcfs.privileged)
-		caller_ops_wrap(ops);
+	if (dcfs.privileged)
+		caller_ops_wrap(ops, dcfs.opt.nodefault_permissions);
 }
 
 static int resolve_paths(struct dcfs_options *opt)
@@ -157,6 +157,7 @@ static int run(struct fuse_args *args)
 		goto out_destroy;
 	if (fuse_session_mount(se, dcfs.opt.mountpoint) != 0)
 		goto out_signals;
+	guard_learn_self(dcfs.opt.mountpoint);
 	dcfs_log_init(dcfs.opt.foreground, dcfs.opt.debug);
 	apply_config_log_level();
 	if (fuse_daemonize(dcfs.opt.foreground) != 0)
@@ -237,6 +238,7 @@ static int prepare(struct fuse_args *args, const char *prog, bool *done)
 		return 0;
 	}
 	if (options_validate(&dcfs.opt) < 0 || resolve_paths(&dcfs.opt) < 0 ||
+	    guard_mountpoint(dcfs.opt.backing, dcfs.opt.mountpoint) < 0 ||
 	    load_config() < 0)
 		return 1;
 	dcfs.privileged = geteuid() == 0;

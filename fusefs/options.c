@@ -13,7 +13,16 @@
 
 #include "dcfs.h"
 
-enum { KEY_HELP, KEY_VERSION, KEY_DEBUG, KEY_FOREGROUND, KEY_FSNAME, KEY_SUBTYPE };
+enum {
+	KEY_HELP,
+	KEY_VERSION,
+	KEY_DEBUG,
+	KEY_FOREGROUND,
+	KEY_FSNAME,
+	KEY_SUBTYPE,
+	KEY_ALLOW_OTHER,
+	KEY_ALLOW_ROOT,
+};
 
 #define DCFS_OPT(t, field, v) { t, offsetof(struct dcfs_options, field), v }
 
@@ -32,6 +41,8 @@ static const struct fuse_opt dcfs_opts[] = {
 	FUSE_OPT_KEY("debug", KEY_DEBUG),
 	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
 	FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
+	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
+	FUSE_OPT_KEY("allow_root", KEY_ALLOW_ROOT),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -80,6 +91,12 @@ static int opt_proc(void *data, const char *arg, int key,
 		return 1;
 	case KEY_SUBTYPE:
 		opt->has_subtype = 1;
+		return 1;
+	case KEY_ALLOW_OTHER:
+		opt->allow_other = 1;
+		return 1;
+	case KEY_ALLOW_ROOT:
+		opt->allow_root = 1;
 		return 1;
 	default:
 		return 1;
@@ -182,6 +199,11 @@ int options_validate(const struct dcfs_options *opt)
 		return err;
 	if (opt->attr_timeout < 0 || opt->entry_timeout < 0) {
 		fprintf(stderr, "dcfs: timeouts must not be negative\n");
+		return -EINVAL;
+	}
+	if (opt->allow_other && opt->allow_root) {
+		fprintf(stderr,
+			"dcfs: allow_other and allow_root exclude each other (allow_other already lets root in)\n");
 		return -EINVAL;
 	}
 	if (opt->max_threads < 1) {

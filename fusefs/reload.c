@@ -9,35 +9,160 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "dcfs.h"
 #include "dcfs_policy.h"
 
+/*
+ * The file is read by a loader thread of its own, and the reload waits for
+ * it at most RELOAD_TIMEOUT_S: a config on a hung filesystem (a stopped
+ * FUSE daemon, an NFS server gone) must not wedge reloads, and must never
+ * keep SIGTERM from unmounting.  An abandoned loader discards its result
+ * whenever it finishes; until then further SIGHUPs are refused with a log
+ * line.
+ */
+#define RELOAD_TIMEOUT_S 10
+
+struct reload_job {
+	char *path;
+	bool done, abandoned;
+	int ret;
+	struct dcfs_config *cfg;
+	struct cfg_errors errs;
+};
+
 static pthread_t reload_thread;
+static pthread_mutex_t reload_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reload_cond = PTHREAD_COND_INITIALIZER;
+static bool stopping;		 /* reload_stop() was called */
+static struct reload_job *running; /* a loader that has not finished */
+
+static void job_free(struct reload_job *job)
+{
+	config_free(job->cfg);
+	config_errors_free(&job->errs);
+	free(job->path);
+	free(job);
+}
+
+static void *loader_main(void *arg)
+{
+	struct reload_job *job = arg;
+	struct cfg_errors errs = { 0 };
+	struct dcfs_config *cfg = NULL;
+	int ret = config_load(job->path, &cfg, &errs);
+	bool abandoned;
+
+	pthread_mutex_lock(&reload_lock);
+	job->ret = ret;
+	job->cfg = cfg;
+	job->errs = errs;
+	job->done = true;
+	running = NULL;
+	abandoned = job->abandoned;
+	pthread_cond_broadcast(&reload_cond);
+	pthread_mutex_unlock(&reload_lock);
+	if (abandoned) {
+		log_warn("the abandoned reload of %s finished late: result discarded\n",
+			 job->path);
+		job_free(job);
+	}
+	return NULL;
+}
+
+/* Starts a loader; NULL if one is still running or on failure (logged). */
+static struct reload_job *job_start(void)
+{
+	struct reload_job *job;
+	pthread_attr_t attr;
+	pthread_t tid;
+	int err;
+
+	if (running) {
+		log_err("reload of %s failed: the previous reload has not finished yet\n",
+			dcfs.opt.config);
+		return NULL;
+	}
+	job = calloc(1, sizeof(*job));
+	if (job)
+		job->path = strdup(dcfs.opt.config);
+	if (!job || !job->path) {
+		free(job);
+		log_err("reload of %s failed: out of memory\n", dcfs.opt.config);
+		return NULL;
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	err = pthread_create(&tid, &attr, loader_main, job);
+	pthread_attr_destroy(&attr);
+	if (err) {
+		log_err("reload of %s failed: %s\n", dcfs.opt.config,
+			strerror(err));
+		free(job->path);
+		free(job);
+		return NULL;
+	}
+	running = job;
+	return job;
+}
+
+/* Waits for the loader; false if it was abandoned (it then frees itself). */
+static bool job_wait(struct reload_job *job)
+{
+	struct timespec deadline;
+
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += RELOAD_TIMEOUT_S;
+	while (!job->done && !stopping)
+		if (pthread_cond_timedwait(&reload_cond, &reload_lock,
+					   &deadline) == ETIMEDOUT)
+			break;
+	if (job->done)
+		return true;
+	job->abandoned = true;
+	return false;
+}
 
 static void reload(void)
 {
-	struct cfg_errors errs = { 0 };
-	struct dcfs_config *cfg;
+	struct reload_job *job;
 	char summary[512];
+	bool done;
+	int level;
 
 	if (!dcfs.opt.config) {
 		log_info("SIGHUP: no config file to reload\n");
 		return;
 	}
-	if (config_load(dcfs.opt.config, &cfg, &errs) < 0) {
-		for (size_t i = 0; i < errs.n; i++)
-			log_err("%s\n", errs.msgs[i]);
-		log_err("reload of %s failed: keeping the previous rules\n",
-			dcfs.opt.config);
-		config_errors_free(&errs);
+	pthread_mutex_lock(&reload_lock);
+	job = job_start();
+	done = job && job_wait(job);
+	pthread_mutex_unlock(&reload_lock);
+	if (!job)
+		return;
+	if (!done) {
+		log_err("reload of %s failed: not read within %d s (hung filesystem?): keeping the previous rules\n",
+			dcfs.opt.config, RELOAD_TIMEOUT_S);
 		return;
 	}
-	config_summary(cfg, summary, sizeof(summary));
-	config_install(cfg);
+	if (job->ret < 0) {
+		for (size_t i = 0; i < job->errs.n; i++)
+			log_err("%s\n", job->errs.msgs[i]);
+		log_err("reload of %s failed: keeping the previous rules\n",
+			dcfs.opt.config);
+		job_free(job);
+		return;
+	}
+	config_summary(job->cfg, summary, sizeof(summary));
+	level = job->cfg->log_level >= 0 ? job->cfg->log_level : FUSE_LOG_INFO;
+	config_install(job->cfg);
+	job->cfg = NULL;
 	if (!dcfs.opt.debug)
-		dcfs_log_set_level(cfg->log_level >= 0 ? cfg->log_level : FUSE_LOG_INFO);
+		dcfs_log_set_level(level);
 	log_info("reloaded %s\n", summary);
+	job_free(job);
 }
 
 static void *reload_main(void *arg)
@@ -73,6 +198,10 @@ int reload_start(void)
 
 void reload_stop(void)
 {
+	pthread_mutex_lock(&reload_lock);
+	stopping = true;
+	pthread_cond_broadcast(&reload_cond);
+	pthread_mutex_unlock(&reload_lock);
 	pthread_kill(reload_thread, SIGUSR2);
 	pthread_join(reload_thread, NULL);
 }

@@ -112,6 +112,8 @@ struct dcfs_options {
 	int show_version;
 	int has_fsname;
 	int has_subtype;
+	int allow_other;
+	int allow_root;
 };
 
 struct dcfs_fs {
@@ -161,9 +163,16 @@ int inode_table_init(const char *backing);
 void inode_table_destroy(void);
 int inode_lookup(struct dcfs_inode *parent, const char *name,
 		 struct fuse_entry_param *e);
+int inode_lookup_again(struct dcfs_inode *inode, struct fuse_entry_param *e);
+int inode_lookup_open_fd(int fd, struct fuse_entry_param *e);
 void inode_forget(struct dcfs_inode *inode, uint64_t n);
 int inode_stat(struct dcfs_inode *inode, struct stat *st);
 void inode_proc_path(const struct dcfs_inode *inode, char buf[64]);
+
+/* guard.c */
+int guard_mountpoint(const char *backing, const char *mountpoint);
+void guard_learn_self(const char *mountpoint);
+bool guard_is_self(int fd);
 
 /* fuse_file.c, fuse_dir.c: handles the kernel never released */
 void files_release_all(void);
@@ -176,11 +185,12 @@ void fuse_file_ops(struct fuse_lowlevel_ops *ops);
 void fuse_xattr_ops(struct fuse_lowlevel_ops *ops);
 
 /* caller_ops.c */
-void caller_ops_wrap(struct fuse_lowlevel_ops *ops);
+void caller_ops_wrap(struct fuse_lowlevel_ops *ops, bool all);
 
 /* creds.c */
-int creds_chown_to_caller(fuse_req_t req, int dirfd, const char *name,
-			  struct dcfs_inode *parent, mode_t mode);
+enum { CREDS_KEPT, CREDS_CALLER };
+int creds_enter(fuse_req_t req);
+void creds_leave(int how);
 void creds_drop_reserve(void);
 enum { IO_AS_DAEMON, IO_RAISED, IO_AS_CALLER };
 int creds_io_begin(fuse_req_t req);

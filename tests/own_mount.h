@@ -24,6 +24,9 @@ int own_write_conf(const char *path, const char *text);
  * Returns 0, or -1 with m->err set. */
 int own_mount_start(struct own_mount *m, const char *root, const char *tag,
 		    const char *conf_text);
+/* The same with more -o options (comma separated), or NULL. */
+int own_mount_start_opts(struct own_mount *m, const char *root, const char *tag,
+			 const char *conf_text, const char *extra_opts);
 /* Unmount, wait for exit, require status 0 and a clean log. Returns 0 or
  * -1 with err filled. */
 int own_mount_stop(struct own_mount *m, char *err, size_t errlen);

@@ -32,6 +32,12 @@ int own_write_conf(const char *path, const char *text)
 int own_mount_start(struct own_mount *m, const char *root, const char *tag,
 		    const char *conf_text)
 {
+	return own_mount_start_opts(m, root, tag, conf_text, NULL);
+}
+
+int own_mount_start_opts(struct own_mount *m, const char *root, const char *tag,
+			 const char *conf_text, const char *extra_opts)
+{
 	memset(m, 0, sizeof *m);
 	snprintf(m->exp, sizeof m->exp, "%s/export-%s", root, tag);
 	snprintf(m->mnt, sizeof m->mnt, "%s/mnt-%s", g_tmpdir, tag);
@@ -51,8 +57,9 @@ int own_mount_start(struct own_mount *m, const char *root, const char *tag,
 		return -1;
 	}
 	track_mount(m->mnt);
-	char opts[PATH_MAX + 64];
-	snprintf(opts, sizeof opts, "allow_other,config=%s", m->conf);
+	char opts[PATH_MAX + 256];
+	snprintf(opts, sizeof opts, "allow_other,config=%s%s%s", m->conf,
+		 extra_opts ? "," : "", extra_opts ? extra_opts : "");
 	char *argv[] = { "dcfs", "-f", "-o", opts, m->exp, m->mnt, NULL };
 	snprintf(m->d.mnt, sizeof m->d.mnt, "%s", m->mnt);
 	if (daemon_spawn(&m->d, tag, argv) < 0) {

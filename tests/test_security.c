@@ -1,0 +1,804 @@
+/* Security suite: dcfs runs as root with allow_other over directories that
+ * ordinary users also write directly. Every test here runs an attack as an
+ * unprivileged user (TEST_UID, with TEST_UID2 as the victim) against a real
+ * mount and asserts that it never succeeds. Races are bounded loops in C
+ * (DCFS_RACE_SECONDS, default 8 s each).
+ *
+ * Each test mounts a dcfs of its own over <ext4>/export-sec-<test> with
+ * -o allow_other (and the variant's options), and unmounts it at the end
+ * requiring a clean exit. */
+#include "harness.h"
+#include "own_mount.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#define ATTACKER TEST_UID
+#define ATTACKER_G TEST_GID
+#define VICTIM TEST_UID2
+#define VICTIM_G TEST_GID2
+
+static const char *const variant_opts[] = { NULL, "nodefault_permissions" };
+static const char *const variant_names[] = { "", "-ndp" };
+
+static double race_seconds(void)
+{
+	const char *s = getenv("DCFS_RACE_SECONDS");
+	double v = s ? atof(s) : 8.0;
+	return v > 0 ? v : 8.0;
+}
+
+static struct own_mount g_m;
+
+static void sec_mount(const char *name, int variant, const char *more_opts)
+{
+	char err[512], tag[128], opts[256];
+	const char *root = backing_root(FS_EXT4, err, sizeof err);
+	ck_assert_msg(root != NULL, "backing fs: %s", err);
+	snprintf(tag, sizeof tag, "sec-%s%s", name, variant_names[variant]);
+	snprintf(opts, sizeof opts, "%s%s%s", variant_opts[variant] ? variant_opts[variant] : "",
+		 variant_opts[variant] && more_opts ? "," : "", more_opts ? more_opts : "");
+	char exp[PATH_MAX];
+	snprintf(exp, sizeof exp, "%s/export-%s", root, tag);
+	rm_rf(exp);
+	int rc = own_mount_start_opts(&g_m, root, tag, "[global]\ndefault = cache\n",
+				      opts[0] ? opts : NULL);
+	ck_assert_msg(rc == 0, "mount: %s", g_m.err);
+}
+
+static void sec_unmount(void)
+{
+	char err[2048];
+	int rc = own_mount_stop(&g_m, err, sizeof err);
+	ck_assert_msg(rc == 0, "unmount: %s", err);
+}
+
+static const char *EXPP(const char *rel)
+{
+	static char b[8][PATH_MAX];
+	static int i;
+	char *p = b[i++ % 8];
+	snprintf(p, PATH_MAX, "%s/%s", g_m.exp, rel);
+	return p;
+}
+
+static const char *MNTP(const char *rel)
+{
+	static char b[8][PATH_MAX];
+	static int i;
+	char *p = b[i++ % 8];
+	snprintf(p, PATH_MAX, "%s/%s", g_m.mnt, rel);
+	return p;
+}
+
+/* Fork a child that drops to uid/gid (no supplementary groups) and runs
+ * fn(arg) until it returns; its return value is the exit status. */
+static pid_t spawn_as(uid_t uid, gid_t gid, int (*fn)(void *), void *arg)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
+		    setresuid(uid, uid, uid) < 0)
+			_exit(100);
+		umask(0);
+		_exit(fn(arg));
+	}
+	return pid;
+}
+
+static int wait_child(pid_t pid)
+{
+	int st;
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* ---- 1: set-id create racing a symlink renamed over the new name -------- */
+
+struct swap_arg {
+	const char *dir;    /* backing dir where the names live */
+	const char *target; /* what the symlink points to */
+	double end;
+};
+
+/* Backing side: keep renaming a fresh symlink over "x". */
+static int swap_symlink_loop(void *a)
+{
+	struct swap_arg *s = a;
+	int dfd = open(s->dir, O_PATH | O_DIRECTORY);
+	if (dfd < 0)
+		return 1;
+	while (now_s() < s->end) {
+		unlinkat(dfd, "s", 0);
+		if (symlinkat(s->target, dfd, "s") == 0)
+			renameat(dfd, "s", dfd, "x");
+	}
+	return 0;
+}
+
+struct create_arg {
+	const char *dir; /* the same dir through the mount */
+	double end;
+	long tries;
+};
+
+/* Mount side: create "x" with set-id bits again and again, by open(2) and
+ * by mknod(2). */
+static int create_setid_loop(void *a)
+{
+	struct create_arg *c = a;
+	char x[PATH_MAX];
+	snprintf(x, sizeof x, "%s/x", c->dir);
+	for (long i = 0; now_s() < c->end; i++) {
+		unlink(x);
+		if (i & 1) {
+			mknod(x, S_IFREG | 06777, 0);
+		} else {
+			int fd = open(x, O_CREAT | O_EXCL | O_WRONLY, 06777);
+			if (fd >= 0)
+				close(fd);
+		}
+	}
+	return 0;
+}
+
+static void create_chmod_race(int variant)
+{
+	sec_mount("chmod-race", variant, NULL);
+	/* A root-owned 0600 decoy outside the attacker's reach. */
+	char decoy[PATH_MAX];
+	snprintf(decoy, sizeof decoy, "%s/decoy", g_m.exp);
+	ck_assert_int_eq(write_file(decoy, "root secret\n", 12, 0600), 0);
+	OK(chmod(decoy, 0600));
+	/* The attacker's own directory, written both ways. */
+	OK(mkdir(EXPP("att"), 0755));
+	OK(chown(EXPP("att"), ATTACKER, ATTACKER_G));
+
+	double end = now_s() + race_seconds();
+	struct swap_arg sa = { EXPP("att"), decoy, end };
+	struct create_arg ca = { MNTP("att"), end, 0 };
+	pid_t p1 = spawn_as(ATTACKER, ATTACKER_G, swap_symlink_loop, &sa);
+	pid_t p2 = spawn_as(ATTACKER, ATTACKER_G, create_setid_loop, &ca);
+	pid_t p3 = spawn_as(ATTACKER, ATTACKER_G, create_setid_loop, &ca);
+	ck_assert_int_eq(wait_child(p1), 0);
+	ck_assert_int_eq(wait_child(p2), 0);
+	ck_assert_int_eq(wait_child(p3), 0);
+
+	struct stat st;
+	OK(stat(decoy, &st));
+	ck_assert_msg((st.st_mode & 07777) == 0600 && st.st_uid == 0 && st.st_gid == 0,
+		      "root-owned 0600 decoy became mode %04o owner %u:%u through a create race",
+		      st.st_mode & 07777, st.st_uid, st.st_gid);
+	/* Whatever the attacker created belongs to the attacker. */
+	if (lstat(EXPP("att/x"), &st) == 0 && !S_ISLNK(st.st_mode))
+		ck_assert_msg(st.st_uid == ATTACKER, "attacker's x owned by %u", st.st_uid);
+	sec_unmount();
+}
+
+START_TEST(sec_create_chmod_race)
+{
+	create_chmod_race(_i);
+}
+END_TEST
+
+/* ---- 2: O_CREAT without O_EXCL racing a backing-side create --------------- */
+
+struct link_arg {
+	const char *dir;
+	double end;
+};
+
+/* A service (root) in the backing tree: make "y" appear and disappear as a
+ * hard link of the victim's file. */
+static int link_loop(void *a)
+{
+	struct link_arg *l = a;
+	int dfd = open(l->dir, O_PATH | O_DIRECTORY);
+	if (dfd < 0)
+		return 1;
+	while (now_s() < l->end) {
+		if (linkat(dfd, "v", dfd, "y", 0) == 0)
+			unlinkat(dfd, "y", 0);
+	}
+	return 0;
+}
+
+/* Attacker: open "y" with O_CREAT (no O_EXCL) through the mount; count the
+ * opens that landed on someone else's file. */
+static int creat_open_loop(void *a)
+{
+	struct create_arg *c = a;
+	char y[PATH_MAX];
+	snprintf(y, sizeof y, "%s/y", c->dir);
+	int stolen = 0;
+	while (now_s() < c->end) {
+		int fd = open(y, O_CREAT | O_RDWR | ((stolen & 1) ? O_TRUNC : 0), 0644);
+		if (fd < 0)
+			continue;
+		struct stat st;
+		if (fstat(fd, &st) == 0 && st.st_uid != getuid())
+			stolen++;
+		close(fd);
+		if (st.st_uid == getuid())
+			unlink(y);
+	}
+	return stolen > 100 ? 100 : stolen;
+}
+
+static void create_open_race(int variant)
+{
+	sec_mount("creat-race", variant, NULL);
+	OK(mkdir(EXPP("shared"), 01777));
+	OK(chmod(EXPP("shared"), 01777));
+	ck_assert_int_eq(write_file(EXPP("shared/v"), "victim data\n", 12, 0600), 0);
+	OK(chown(EXPP("shared/v"), VICTIM, VICTIM_G));
+
+	double end = now_s() + race_seconds();
+	struct link_arg la = { EXPP("shared"), end };
+	struct create_arg ca = { MNTP("shared"), end, 0 };
+	pid_t p1 = fork();
+	ck_assert_int_ge(p1, 0);
+	if (p1 == 0)
+		_exit(link_loop(&la));
+	pid_t p2 = spawn_as(ATTACKER, ATTACKER_G, creat_open_loop, &ca);
+	pid_t p3 = spawn_as(ATTACKER, ATTACKER_G, creat_open_loop, &ca);
+	ck_assert_int_eq(wait_child(p1), 0);
+	int s2 = wait_child(p2), s3 = wait_child(p3);
+	ck_assert_msg(s2 == 0 && s3 == 0,
+		      "attacker opened the victim's 0600 file %d times through O_CREAT", s2 + s3);
+	size_t len;
+	char *data = slurp(EXPP("shared/v"), &len);
+	ck_assert_msg(data && len == 12 && memcmp(data, "victim data\n", 12) == 0,
+		      "victim's file was changed (%zu bytes)", data ? len : 0);
+	free(data);
+	sec_unmount();
+}
+
+START_TEST(sec_create_open_race)
+{
+	create_open_race(_i);
+}
+END_TEST
+
+/* ---- 2b: an open is checked with the caller's identity, even when the
+ * kernel's cached attributes are stale ------------------------------------- */
+
+static long open_rdonly(void *p)
+{
+	int fd = open(p, O_RDONLY);
+	if (fd >= 0)
+		close(fd);
+	return fd < 0 ? -1 : 0;
+}
+
+static long open_wr_trunc(void *p)
+{
+	int fd = open(p, O_WRONLY | O_TRUNC);
+	if (fd >= 0)
+		close(fd);
+	return fd < 0 ? -1 : 0;
+}
+
+START_TEST(sec_open_stale_attrs)
+{
+	/* Long attribute cache: the kernel keeps believing the old mode. */
+	sec_mount("stale-open", _i, "attr_timeout=300,entry_timeout=300");
+	ck_assert_int_eq(write_file(EXPP("f"), "private\n", 8, 0666), 0);
+	OK(chmod(EXPP("f"), 0666));
+	OK(chown(EXPP("f"), VICTIM, VICTIM_G));
+	struct stat st;
+	OK(stat(MNTP("f"), &st)); /* the kernel caches 0666 */
+	/* The owner locks the file down directly in the backing tree. */
+	OK(chmod(EXPP("f"), 0600));
+	struct res r = run_as(ATTACKER, ATTACKER_G, open_rdonly, (void *)MNTP("f"));
+	ck_assert_msg(r.ret < 0 && r.err == EACCES,
+		      "open of a 0600 file of another user with stale 0666 attrs: %s", res_str(r));
+	r = run_as(ATTACKER, ATTACKER_G, open_wr_trunc, (void *)MNTP("f"));
+	ck_assert_msg(r.ret < 0 && r.err == EACCES, "O_TRUNC open with stale attrs: %s",
+		      res_str(r));
+	OK(stat(EXPP("f"), &st));
+	ck_assert_int_eq(st.st_size, 8);
+	sec_unmount();
+}
+END_TEST
+
+/* ---- cross-user hard links and renames ----------------------------------- */
+
+struct two_paths {
+	const char *a, *b;
+};
+
+static long do_link(void *p)
+{
+	struct two_paths *t = p;
+	return link(t->a, t->b);
+}
+
+static long do_rename(void *p)
+{
+	struct two_paths *t = p;
+	return rename(t->a, t->b);
+}
+
+static long do_unlink(void *p)
+{
+	return unlink(p);
+}
+
+START_TEST(sec_cross_user_links_renames)
+{
+	sec_mount("xuser", _i, NULL);
+	/* victim's private dir and file, attacker's dir, a shared sticky dir */
+	OK(mkdir(EXPP("vdir"), 0755));
+	OK(chown(EXPP("vdir"), VICTIM, VICTIM_G));
+	ck_assert_int_eq(write_file(EXPP("vdir/secret"), "s\n", 2, 0600), 0);
+	OK(chown(EXPP("vdir/secret"), VICTIM, VICTIM_G));
+	OK(mkdir(EXPP("adir"), 0755));
+	OK(chown(EXPP("adir"), ATTACKER, ATTACKER_G));
+	OK(mkdir(EXPP("tmp"), 01777));
+	OK(chmod(EXPP("tmp"), 01777));
+	ck_assert_int_eq(write_file(EXPP("tmp/vfile"), "v\n", 2, 0644), 0);
+	OK(chown(EXPP("tmp/vfile"), VICTIM, VICTIM_G));
+
+	/* Each attack, natively on the backing tree and through the mount:
+	 * the same refusal. */
+	struct {
+		const char *what;
+		long (*fn)(void *);
+		const char *a, *b;
+	} cases[] = {
+		{ "hard link of another user's 0600 file", do_link, "vdir/secret", "adir/l" },
+		{ "rename out of another user's dir", do_rename, "vdir/secret", "adir/s" },
+		{ "rename of another user's file in a sticky dir", do_rename, "tmp/vfile",
+		  "tmp/mine" },
+		{ "rename over another user's file in a sticky dir", do_rename, "adir/none",
+		  "tmp/vfile" },
+		{ "unlink of another user's file in a sticky dir", do_unlink, "tmp/vfile", NULL },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char na[PATH_MAX], nb[PATH_MAX], ma[PATH_MAX], mb[PATH_MAX];
+		snprintf(na, sizeof na, "%s", EXPP(cases[i].a));
+		snprintf(ma, sizeof ma, "%s", MNTP(cases[i].a));
+		if (cases[i].b) {
+			snprintf(nb, sizeof nb, "%s", EXPP(cases[i].b));
+			snprintf(mb, sizeof mb, "%s", MNTP(cases[i].b));
+		}
+		struct two_paths tn = { na, nb }, tm = { ma, mb };
+		if (cases[i].fn == do_rename && strcmp(cases[i].a, "adir/none") == 0) {
+			ck_assert_int_eq(write_file(na, "a\n", 2, 0644), 0);
+			OK(chown(na, ATTACKER, ATTACKER_G));
+		}
+		struct res rn = run_as(ATTACKER, ATTACKER_G, cases[i].fn,
+				       cases[i].b ? (void *)&tn : (void *)na);
+		struct res rm = run_as(ATTACKER, ATTACKER_G, cases[i].fn,
+				       cases[i].b ? (void *)&tm : (void *)ma);
+		ck_assert_msg(rn.ret < 0, "%s: natively allowed?", cases[i].what);
+		ck_assert_msg(rm.ret == rn.ret && rm.err == rn.err, "%s: native %s, dcfs %s",
+			      cases[i].what, res_str(rn), res_str(rm));
+	}
+	struct stat st;
+	OK(stat(EXPP("vdir/secret"), &st));
+	ck_assert_int_eq(st.st_nlink, 1);
+	OK(stat(EXPP("tmp/vfile"), &st));
+	ck_assert_int_eq(st.st_uid, VICTIM);
+	sec_unmount();
+}
+END_TEST
+
+/* Objects created by an unprivileged caller belong to the caller from the
+ * start, with the group rules of the backing directory. */
+static long make_all(void *p)
+{
+	const char *d = p;
+	char b[PATH_MAX];
+	snprintf(b, sizeof b, "%s/f", d);
+	int fd = open(b, O_CREAT | O_EXCL | O_WRONLY, 02755);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	snprintf(b, sizeof b, "%s/d", d);
+	if (mkdir(b, 0755) < 0)
+		return -2;
+	snprintf(b, sizeof b, "%s/l", d);
+	if (symlink("f", b) < 0)
+		return -3;
+	snprintf(b, sizeof b, "%s/p", d);
+	if (mknod(b, S_IFIFO | 0600, 0) < 0)
+		return -4;
+	snprintf(b, sizeof b, "%s/h", d);
+	char f[PATH_MAX];
+	snprintf(f, sizeof f, "%s/f", d);
+	if (link(f, b) < 0)
+		return -5;
+	return 0;
+}
+
+START_TEST(sec_created_objects_owned_by_caller)
+{
+	sec_mount("owner", _i, NULL);
+	OK(mkdir(EXPP("adir"), 0755));
+	OK(chown(EXPP("adir"), ATTACKER, ATTACKER_G));
+	struct res r = run_as(ATTACKER, ATTACKER_G, make_all, (void *)MNTP("adir"));
+	ck_assert_msg(r.ret == 0, "creating as the attacker: step %ld: %s", -r.ret, res_str(r));
+	const char *names[] = { "adir/f", "adir/d", "adir/l", "adir/p", "adir/h" };
+	for (size_t i = 0; i < 5; i++) {
+		struct stat st;
+		OK(lstat(EXPP(names[i]), &st));
+		ck_assert_msg(st.st_uid == ATTACKER && st.st_gid == ATTACKER_G,
+			      "%s owned by %u:%u", names[i], st.st_uid, st.st_gid);
+	}
+	struct stat st;
+	OK(stat(EXPP("adir/f"), &st));
+	ck_assert_msg((st.st_mode & 07777) == 02755, "set-gid file created with mode %04o",
+		      st.st_mode & 07777);
+	/* a caller who is not in the directory's group gets no set-gid bit
+	 * (as natively); the mount's view equals the backing view */
+	struct stat sm;
+	OK(stat(MNTP("adir/f"), &sm));
+	ck_assert_int_eq(sm.st_ino, st.st_ino);
+	ck_assert_int_eq(sm.st_mode, st.st_mode);
+	sec_unmount();
+}
+END_TEST
+
+/* ---- 3: the mount point inside the backing tree --------------------------- */
+
+START_TEST(sec_mount_inside_backing_refused)
+{
+	char err[512];
+	const char *root = backing_root(FS_EXT4, err, sizeof err);
+	ck_assert_msg(root != NULL, "backing fs: %s", err);
+	char exp[PATH_MAX], mnt[PATH_MAX], sub[PATH_MAX];
+	snprintf(exp, sizeof exp, "%s/export-sec-inside", root);
+	rm_rf(exp);
+	OK(mkdir(exp, 0755));
+	snprintf(sub, sizeof sub, "%s/a", exp);
+	OK(mkdir(sub, 0755));
+	snprintf(mnt, sizeof mnt, "%s/a/mnt", exp);
+	OK(mkdir(mnt, 0755));
+	track_mount(mnt);
+	char out[4096];
+	int rc = run_cmd(out, sizeof out, "timeout 10 '%s' -f -o allow_other '%s' '%s' 2>&1",
+			 g_dcfs_bin, exp, mnt);
+	ck_assert_msg(rc == 1, "dcfs with the mount point inside the backing dir: exit %d: %s",
+		      rc, out);
+	ck_assert_msg(strstr(out, "inside") != NULL, "unclear error: %s", out);
+	ck_assert_msg(!is_mounted(mnt, NULL, 0), "mounted anyway");
+	/* also through a bind mount of the backing dir elsewhere */
+	char bind[PATH_MAX], bmnt[PATH_MAX];
+	snprintf(bind, sizeof bind, "%s/sec-bind", g_tmpdir);
+	mkdir(bind, 0755);
+	OK(mount(exp, bind, NULL, MS_BIND, NULL));
+	track_mount(bind);
+	snprintf(bmnt, sizeof bmnt, "%s/a/mnt", bind);
+	rc = run_cmd(out, sizeof out, "timeout 10 '%s' -f -o allow_other '%s' '%s' 2>&1",
+		     g_dcfs_bin, exp, bmnt);
+	ck_assert_msg(rc == 1, "mount point under a bind mount of the backing dir: exit %d: %s",
+		      rc, out);
+	ck_assert_msg(!is_mounted(bmnt, NULL, 0), "mounted anyway (bind)");
+	OK(umount2(bind, MNT_DETACH));
+}
+END_TEST
+
+static long walk_deep(void *p)
+{
+	const char *m = p;
+	char b[PATH_MAX];
+	struct stat st;
+	snprintf(b, sizeof b, "%s/loop/loop/loop/loop/loop", m);
+	int r = stat(b, &st);
+	return r;
+}
+
+/* A lookup never crosses into dcfs's own mount: a bind mount of the mount
+ * point placed inside the backing tree answers an error, at once. */
+START_TEST(sec_lookup_into_own_mount)
+{
+	sec_mount("selfloop", _i, NULL);
+	OK(mkdir(EXPP("loop"), 0755));
+	OK(mount(g_m.mnt, EXPP("loop"), NULL, MS_BIND, NULL));
+	double t0 = now_s();
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(walk_deep(g_m.mnt) == 0 ? 0 : 1);
+	int st = 0, done = 0;
+	while (now_s() - t0 < 10 * deadline_scale()) {
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			done = 1;
+			break;
+		}
+		sleep_ms(20);
+	}
+	if (!done) {
+		/* recover the mount, then fail */
+		char out[1024];
+		run_cmd(out, sizeof out,
+			"for c in /sys/fs/fuse/connections/*; do echo 1 > $c/abort; done");
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		umount2(EXPP("loop"), MNT_DETACH);
+		ck_abort_msg("lookup through a bind mount of the mount itself hung");
+	}
+	OK(umount2(EXPP("loop"), MNT_DETACH));
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1,
+		      "lookup into dcfs's own mount succeeded");
+	struct stat sb;
+	OK(stat(MNTP("loop"), &sb));
+	sec_unmount();
+}
+END_TEST
+
+/* ---- 4: config input is bounded and never blocks -------------------------- */
+
+static int run_check_config(const char *path, char *out, size_t outlen, double *secs)
+{
+	double t0 = now_s();
+	int rc = run_cmd(out, outlen, "timeout 20 '%s' --check-config '%s' 2>&1", g_dcfs_bin,
+			 path);
+	*secs = now_s() - t0;
+	return rc;
+}
+
+START_TEST(sec_check_config_bounded)
+{
+	char fifo[PATH_MAX], big[PATH_MAX], dir[PATH_MAX], out[4096];
+	snprintf(fifo, sizeof fifo, "%s/sec-fifo.conf", g_tmpdir);
+	snprintf(big, sizeof big, "%s/sec-big.conf", g_tmpdir);
+	snprintf(dir, sizeof dir, "%s/sec-dir.conf", g_tmpdir);
+	unlink(fifo);
+	OK(mkfifo(fifo, 0644));
+	mkdir(dir, 0755);
+	/* 2 MiB of comments: valid syntax, over the size cap */
+	FILE *fp = fopen(big, "w");
+	ck_assert_ptr_nonnull(fp);
+	for (int i = 0; i < 2 * 1024 * 16; i++)
+		fprintf(fp, "; %61d\n", i);
+	fclose(fp);
+	struct {
+		const char *path, *want;
+	} cases[] = {
+		{ "/dev/zero", "not a regular file" },
+		{ fifo, "not a regular file" },
+		{ dir, "directory" },
+		{ big, "larger than" },
+	};
+	for (size_t i = 0; i < 4; i++) {
+		double secs;
+		int rc = run_check_config(cases[i].path, out, sizeof out, &secs);
+		ck_assert_msg(rc != 0 && rc != 124, "--check-config %s: exit %d (%.1fs): %s",
+			      cases[i].path, rc, secs, out);
+		ck_assert_msg(secs < 5, "--check-config %s took %.1fs", cases[i].path, secs);
+		ck_assert_msg(strstr(out, cases[i].path) && strstr(out, cases[i].want),
+			      "--check-config %s: message lacks '%s': %s", cases[i].path,
+			      cases[i].want, out);
+	}
+	unlink(fifo);
+	unlink(big);
+	rmdir(dir);
+}
+END_TEST
+
+/* A reload from a FIFO or /dev/zero is refused and the old rules stay. */
+START_TEST(sec_reload_bad_inputs_keep_rules)
+{
+	char err[512];
+	const char *root = backing_root(FS_EXT4, err, sizeof err);
+	ck_assert_msg(root != NULL, "backing fs: %s", err);
+	const char *conf = "[global]\ndefault = cache\n[class video]\nextensions = mkv\n"
+			   "policy = dontcache\n";
+	ck_assert_int_eq(own_mount_start(&g_m, root, "sec-reload", conf), 0);
+	ck_assert_int_eq(write_file(EXPP("a.mkv"), "x", 1, 0644), 0);
+	char *before = xattr_str(MNTP("a.mkv"), "user.dcfs.policy");
+	ck_assert_ptr_nonnull(before);
+	ck_assert_msg(strncmp(before, "dontcache", 9) == 0, "policy before: %s", before);
+	for (int k = 0; k < 2; k++) {
+		char *log0 = read_file_str(g_m.d.log);
+		size_t n0 = strlen(log0);
+		free(log0);
+		unlink(g_m.conf);
+		if (k == 0)
+			OK(mkfifo(g_m.conf, 0644));
+		else
+			OK(symlink("/dev/zero", g_m.conf));
+		OK(kill(g_m.d.pid, SIGHUP));
+		double end = now_s() + 5 * deadline_scale();
+		int failed = 0;
+		while (now_s() < end && !failed) {
+			char *log = read_file_str(g_m.d.log);
+			failed = strlen(log) > n0 && strstr(log + n0, "reload of ") != NULL;
+			ck_assert_msg(strlen(log) <= n0 || !strstr(log + n0, "reloaded "),
+				      "a bad config was installed: %s", log + n0);
+			free(log);
+			sleep_ms(20);
+		}
+		ck_assert_msg(failed, "no 'reload of ... failed' for %s",
+			      k ? "/dev/zero" : "a FIFO");
+		char *after = xattr_str(MNTP("a.mkv"), "user.dcfs.policy");
+		ck_assert_msg(after && strcmp(after, before) == 0, "rules changed: %s -> %s",
+			      before, after ? after : "(null)");
+		free(after);
+	}
+	free(before);
+	unlink(g_m.conf);
+	ck_assert_int_eq(own_write_conf(g_m.conf, conf), 0);
+	sec_unmount();
+}
+END_TEST
+
+/* SIGTERM while a reload is stuck reading a config on a FUSE mount whose
+ * daemon is stopped: dcfs still unmounts and exits within seconds. */
+START_TEST(sec_sigterm_with_stuck_reload)
+{
+	char err[512];
+	const char *root = backing_root(FS_EXT4, err, sizeof err);
+	ck_assert_msg(root != NULL, "backing fs: %s", err);
+	/* the config lives on a second dcfs mount */
+	struct own_mount cm;
+	ck_assert_int_eq(own_mount_start(&cm, root, "sec-confhost", "[global]\n"), 0);
+	char cpath[PATH_MAX];
+	snprintf(cpath, sizeof cpath, "%s/live.conf", cm.mnt);
+	ck_assert_int_eq(write_file(cpath, "[global]\ndefault = cache\n", 25, 0644), 0);
+	char tag[] = "sec-stuck";
+	memset(&g_m, 0, sizeof g_m);
+	snprintf(g_m.exp, sizeof g_m.exp, "%s/export-%s", root, tag);
+	snprintf(g_m.mnt, sizeof g_m.mnt, "%s/mnt-%s", g_tmpdir, tag);
+	mkdir(g_m.exp, 0755);
+	mkdir(g_m.mnt, 0755);
+	track_mount(g_m.mnt);
+	char opts[PATH_MAX + 64];
+	snprintf(opts, sizeof opts, "allow_other,config=%s", cpath);
+	char *argv[] = { "dcfs", "-f", "-o", opts, g_m.exp, g_m.mnt, NULL };
+	snprintf(g_m.d.mnt, sizeof g_m.d.mnt, "%s", g_m.mnt);
+	ck_assert_int_eq(daemon_spawn(&g_m.d, tag, argv), 0);
+	ck_assert_msg(daemon_wait_mounted(&g_m.d, err, sizeof err) == 0, "mount: %s", err);
+	/* freeze the config's filesystem, then reload */
+	OK(kill(cm.d.pid, SIGSTOP));
+	/* drop the kernel's cached dentry so the reload must ask the daemon */
+	run_cmd(NULL, 0, "echo 2 > /proc/sys/vm/drop_caches");
+	OK(kill(g_m.d.pid, SIGHUP));
+	sleep_ms(500);
+	double t0 = now_s();
+	OK(kill(g_m.d.pid, SIGTERM));
+	int st = daemon_wait_exit(&g_m.d, 10);
+	double secs = now_s() - t0;
+	kill(cm.d.pid, SIGCONT);
+	if (st == -1)
+		daemon_kill(&g_m.d);
+	run_cmd(NULL, 0, "umount -l '%s' 2>/dev/null", g_m.mnt);
+	own_mount_kill(&cm);
+	ck_assert_msg(st != -1, "dcfs did not exit within 10 s of SIGTERM with a stuck reload");
+	ck_assert_msg(!is_mounted(g_m.mnt, NULL, 0) || st != -1, "still mounted");
+	ck_assert_msg(secs < 8, "exit took %.1fs", secs);
+}
+END_TEST
+
+/* ---- 5: option and information hygiene ----------------------------------- */
+
+START_TEST(sec_options_hygiene)
+{
+	char err[512];
+	const char *root = backing_root(FS_EXT4, err, sizeof err);
+	ck_assert_msg(root != NULL, "backing fs: %s", err);
+	char exp[PATH_MAX], mnt[PATH_MAX], out[4096];
+	snprintf(exp, sizeof exp, "%s/export-sec-opts", root);
+	snprintf(mnt, sizeof mnt, "%s/mnt-sec-opts", g_tmpdir);
+	rm_rf(exp);
+	OK(mkdir(exp, 0755));
+	mkdir(mnt, 0755);
+	track_mount(mnt);
+	int rc = run_cmd(out, sizeof out, "timeout 10 '%s' -f -o allow_other,allow_root '%s' '%s' 2>&1",
+			 g_dcfs_bin, exp, mnt);
+	ck_assert_msg(rc == 1 && strstr(out, "allow_root"), "allow_other,allow_root: %d: %s", rc,
+		      out);
+	ck_assert_msg(!is_mounted(mnt, NULL, 0), "mounted with allow_other,allow_root");
+	rc = run_cmd(out, sizeof out, "timeout 10 '%s' -f -o bogus_opt '%s' '%s' 2>&1", g_dcfs_bin,
+		     exp, mnt);
+	ck_assert_msg(rc == 1, "bogus_opt: exit %d", rc);
+	ck_assert_msg(strstr(out, "bogus_opt") && !strstr(out, "dcfs: -o") &&
+			      !strstr(out, "dcfs: bogus"),
+		      "unknown option message: %s", out);
+	/* a second dcfs over the same (empty) backing dir and mount point */
+	struct own_mount m1;
+	ck_assert_int_eq(own_mount_start(&m1, root, "sec-stack", "[global]\n"), 0);
+	rc = run_cmd(out, sizeof out, "timeout 10 '%s' -f '%s' '%s' 2>&1", g_dcfs_bin, m1.exp,
+		     m1.mnt);
+	ck_assert_msg(rc == 1 && strstr(out, "already"), "second dcfs on %s: exit %d: %s",
+		      m1.mnt, rc, out);
+	char mi[8192];
+	run_cmd(mi, sizeof mi, "grep -c ' %s ' /proc/self/mountinfo", m1.mnt);
+	ck_assert_msg(atoi(mi) == 1, "%s mounted %d times", m1.mnt, atoi(mi));
+	char e2[2048];
+	ck_assert_msg(own_mount_stop(&m1, e2, sizeof e2) == 0, "%s", e2);
+}
+END_TEST
+
+struct xattr_arg {
+	const char *path, *name;
+	char buf[8192];
+};
+
+static long get_xattr(void *p)
+{
+	struct xattr_arg *x = p;
+	ssize_t n = getxattr(x->path, x->name, x->buf, sizeof x->buf - 1);
+	if (n >= 0)
+		x->buf[n] = 0;
+	return n;
+}
+
+struct xattr_pipe {
+	struct xattr_arg x;
+	int fd;
+};
+
+static long get_xattr_send(void *p)
+{
+	struct xattr_pipe *xp = p;
+	long n = get_xattr(&xp->x);
+	if (n >= 0 && write(xp->fd, xp->x.buf, strlen(xp->x.buf)) < 0)
+		return -1;
+	return n;
+}
+
+/* What an unprivileged user may read of the daemon's own xattrs. */
+START_TEST(sec_virtual_xattrs_privacy)
+{
+	sec_mount("xattr", 0, NULL);
+	int pfd[2];
+	OK(pipe(pfd));
+	struct xattr_pipe xp = { { g_m.mnt, "user.dcfs.policy", "" }, pfd[1] };
+	struct res r = run_as(ATTACKER, ATTACKER_G, get_xattr_send, &xp);
+	close(pfd[1]);
+	char got[8192] = "";
+	ssize_t n = read(pfd[0], got, sizeof got - 1);
+	close(pfd[0]);
+	if (n > 0)
+		got[n] = 0;
+	ck_assert_msg(r.ret >= 0, "user.dcfs.policy on the root as a user: %s", res_str(r));
+	ck_assert_msg(!strstr(got, g_m.conf), "unprivileged user sees the config path: %s", got);
+	struct xattr_arg xs = { g_m.mnt, "user.dcfs.stats", "" };
+	r = run_as(ATTACKER, ATTACKER_G, get_xattr, &xs);
+	ck_assert_msg(r.ret < 0 && r.err == EACCES,
+		      "mount-wide stats readable by an unprivileged user: %s", res_str(r));
+	/* root sees both */
+	char *p = xattr_str(g_m.mnt, "user.dcfs.policy");
+	ck_assert_msg(p && strstr(p, g_m.conf), "root lacks the config path: %s", p ? p : "");
+	free(p);
+	p = xattr_str(g_m.mnt, "user.dcfs.stats");
+	ck_assert_ptr_nonnull(p);
+	free(p);
+	sec_unmount();
+}
+END_TEST
+
+Suite *security_suite(void)
+{
+	Suite *s = suite_create("security");
+	TCase *tc = tcase_create("security-ext4");
+	tcase_set_timeout(tc, 120 * deadline_scale());
+	tcase_add_loop_test(tc, sec_create_chmod_race, 0, 2);
+	tcase_add_loop_test(tc, sec_create_open_race, 0, 2);
+	tcase_add_loop_test(tc, sec_open_stale_attrs, 0, 2);
+	tcase_add_loop_test(tc, sec_cross_user_links_renames, 0, 2);
+	tcase_add_loop_test(tc, sec_created_objects_owned_by_caller, 0, 2);
+	tcase_add_test(tc, sec_mount_inside_backing_refused);
+	tcase_add_loop_test(tc, sec_lookup_into_own_mount, 0, 2);
+	tcase_add_test(tc, sec_check_config_bounded);
+	tcase_add_test(tc, sec_reload_bad_inputs_keep_rules);
+	tcase_add_test(tc, sec_sigterm_with_stuck_reload);
+	tcase_add_test(tc, sec_options_hygiene);
+	tcase_add_test(tc, sec_virtual_xattrs_privacy);
+	suite_add_tcase(s, tc);
+	return s;
+}
