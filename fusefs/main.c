@@ -144,6 +144,7 @@ static int run(struct fuse_args *args)
 {
 	struct fuse_lowlevel_ops ops;
 	struct fuse_session *se;
+	bool stuck = false;
 	int ret = 1;
 
 	if (options_add_mount_args(args, &dcfs.opt) < 0)
@@ -168,9 +169,19 @@ static int run(struct fuse_args *args)
 		goto out_unmount;
 	ret = serve(se) ? 1 : 0;
 	notify_stop();
-	reload_stop();
+	stuck = reload_stop();
 out_unmount:
 	fuse_session_unmount(se);
+	/*
+	 * A thread still blocked reading a config on a hung filesystem cannot
+	 * be joined, and exit handlers (a sanitizer's leak check stops every
+	 * thread first) would wait for it: leave at once, the mount is gone.
+	 */
+	if (stuck) {
+		log_warn("exiting with a reload still blocked in the kernel\n");
+		fuse_remove_signal_handlers(se);
+		_exit(ret);
+	}
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_destroy:

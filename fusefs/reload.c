@@ -196,12 +196,19 @@ int reload_start(void)
 	return 0;
 }
 
-void reload_stop(void)
+/* Returns true if an abandoned loader is still stuck in the kernel. */
+bool reload_stop(void)
 {
+	bool stuck;
+
 	pthread_mutex_lock(&reload_lock);
 	stopping = true;
 	pthread_cond_broadcast(&reload_cond);
 	pthread_mutex_unlock(&reload_lock);
 	pthread_kill(reload_thread, SIGUSR2);
 	pthread_join(reload_thread, NULL);
+	pthread_mutex_lock(&reload_lock);
+	stuck = running != NULL;
+	pthread_mutex_unlock(&reload_lock);
+	return stuck;
 }

@@ -212,7 +212,7 @@ int config_load_or_report(const char *path, struct dcfs_config **out);
 int cmd_check_config(int argc, char *argv[]);
 int cmd_stat(int argc, char *argv[]);
 int reload_start(void);
-void reload_stop(void);
+bool reload_stop(void);
 
 /* options.c */
 int options_parse(struct fuse_args *args, struct dcfs_options *opt);
