@@ -101,6 +101,16 @@ static void table_remove(struct dcfs_inode *inode)
 		chain_remove(&detached, inode);
 }
 
+static void inode_free(struct dcfs_inode *inode)
+{
+	int fd = fdcache_remove(inode);
+
+	if (fd >= 0)
+		close(fd);
+	free(inode->handle);
+	free(inode);
+}
+
 int inode_table_init(const char *backing)
 {
 	struct stat st;
@@ -125,7 +135,17 @@ int inode_table_init(const char *backing)
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&dcfs.table_lock, NULL);
+	fdcache_init();
 	return 0;
+}
+
+/* Decides (and logs) the identity mode of the backing filesystem. */
+void inode_table_probe(void)
+{
+	struct stat st;
+
+	if (fstat(dcfs.root.fd, &st) == 0)
+		free(handle_for(dcfs.root.fd, &st));
 }
 
 void inode_table_destroy(void)
@@ -135,8 +155,7 @@ void inode_table_destroy(void)
 
 		for (; p; p = next) {
 			next = p->hnext;
-			close(p->fd);
-			free(p);
+			inode_free(p);
 		}
 	}
 	free(dcfs.buckets);
@@ -144,52 +163,65 @@ void inode_table_destroy(void)
 	while (detached) {
 		struct dcfs_inode *next = detached->hnext;
 
-		close(detached->fd);
-		free(detached);
+		inode_free(detached);
 		detached = next;
 	}
+	handles_destroy();
 	if (dcfs.root.fd >= 0)
 		close(dcfs.root.fd);
 	dcfs.root.fd = -1;
 }
 
-void inode_proc_path(const struct dcfs_inode *inode, char buf[64])
+void inode_proc_path(int fd, char buf[64])
 {
-	snprintf(buf, 64, "/proc/self/fd/%d", inode->fd);
+	snprintf(buf, 64, "/proc/self/fd/%d", fd);
 }
 
 int inode_stat(struct dcfs_inode *inode, struct stat *st)
 {
-	return (int)dcfs_err(fstatat(inode->fd, "", st,
-				     AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+	int fd = inode_pin(inode), err;
+
+	if (fd < 0)
+		return fd;
+	err = (int)dcfs_err(fstatat(fd, "", st,
+				    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+	inode_unpin(inode);
+	return err;
 }
 
 /*
  * An inode number is reused once its file is gone.  If the kernel still
  * holds the old inode (an open, unlinked file), the entry found under the
  * number is a different object: take it out of the table (it lives on
- * until forgotten) so the new file gets an entry of its own.
+ * until forgotten) so the new file gets an entry of its own.  With file
+ * handles the generation in the handle tells; without, the old fd's link
+ * count does.
  */
-static bool is_stale(struct dcfs_inode *inode)
+static bool is_stale(struct dcfs_inode *inode, const struct file_handle *fh)
 {
 	struct stat st;
 
-	return inode != &dcfs.root && fstat(inode->fd, &st) == 0 &&
+	if (inode == &dcfs.root)
+		return false;
+	if (inode->handle && fh)
+		return !handle_equal(inode->handle, fh);
+	return !inode->handle && fstat(inode->fd, &st) == 0 &&
 	       st.st_nlink == 0;
 }
 
 /*
  * Returns the table's inode for (st->st_dev, st->st_ino) with its lookup
- * count raised by one, taking ownership of fd (closed if the inode was
- * already known).
+ * count raised by one, taking ownership of fd and fh (the fd is cached or
+ * closed, the handle kept or freed).
  */
-static struct dcfs_inode *inode_get(int fd, const struct stat *st)
+static struct dcfs_inode *inode_get(int fd, const struct stat *st,
+				    struct file_handle *fh)
 {
 	struct dcfs_inode *inode;
 
 	pthread_mutex_lock(&dcfs.table_lock);
 	inode = table_find(st->st_dev, st->st_ino);
-	if (inode && st->st_nlink > 0 && is_stale(inode)) {
+	if (inode && st->st_nlink > 0 && is_stale(inode, fh)) {
 		table_remove(inode);
 		inode->hnext = detached;
 		detached = inode;
@@ -197,22 +229,29 @@ static struct dcfs_inode *inode_get(int fd, const struct stat *st)
 	}
 	if (inode) {
 		inode->nlookup++;
+		/* An evicted inode takes the fd the lookup just opened. */
+		if (inode == &dcfs.root || !fdcache_adopt(inode, fd))
+			close(fd);
 		pthread_mutex_unlock(&dcfs.table_lock);
-		close(fd);
+		free(fh);
 		return inode;
 	}
 	inode = calloc(1, sizeof(*inode));
 	if (inode) {
 		inode->fd = fd;
+		inode->handle = fh;
 		inode->dev = st->st_dev;
 		inode->ino = st->st_ino;
 		inode->type = st->st_mode & S_IFMT;
 		inode->nlookup = 1;
 		table_insert(inode);
+		fdcache_add(inode);
 	}
 	pthread_mutex_unlock(&dcfs.table_lock);
-	if (!inode)
+	if (!inode) {
 		close(fd);
+		free(fh);
+	}
 	return inode;
 }
 
@@ -234,6 +273,8 @@ static int open_entry(int dirfd, const char *name)
 	};
 	int fd = (int)syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
 
+	if (fd < 0 && fdcache_retry(errno))
+		fd = (int)syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
 	if (fd >= 0)
 		return fd;
 	if (errno != EXDEV && errno != ENOSYS)
@@ -262,7 +303,7 @@ static int entry_from_fd(int fd, struct fuse_entry_param *e)
 		close(fd);
 		return err;
 	}
-	inode = inode_get(fd, &e->attr);
+	inode = inode_get(fd, &e->attr, handle_for(fd, &e->attr));
 	if (!inode)
 		return -ENOMEM;
 	e->ino = inode == &dcfs.root ? FUSE_ROOT_ID : (uintptr_t)inode;
@@ -272,12 +313,16 @@ static int entry_from_fd(int fd, struct fuse_entry_param *e)
 int inode_lookup(struct dcfs_inode *parent, const char *name,
 		 struct fuse_entry_param *e)
 {
-	int fd;
+	int fd, pfd;
 
 	/* The mount root is a ceiling: ".." must not reach the backing dir's parent. */
 	if (is_dot_dot_of_root(parent, name))
 		name = ".";
-	fd = open_entry(parent->fd, name);
+	pfd = inode_pin(parent);
+	if (pfd < 0)
+		return pfd;
+	fd = open_entry(pfd, name);
+	inode_unpin(parent);
 	if (fd < 0)
 		return fd;
 	return entry_from_fd(fd, e);
@@ -285,11 +330,15 @@ int inode_lookup(struct dcfs_inode *parent, const char *name,
 
 int inode_lookup_again(struct dcfs_inode *inode, struct fuse_entry_param *e)
 {
-	int fd = fcntl(inode->fd, F_DUPFD_CLOEXEC, 0);
+	int fd = inode_pin(inode), dup;
 
 	if (fd < 0)
+		return fd;
+	dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	inode_unpin(inode);
+	if (dup < 0)
 		return -errno;
-	return entry_from_fd(fd, e);
+	return entry_from_fd(dup, e);
 }
 
 /*
@@ -327,8 +376,6 @@ void inode_forget(struct dcfs_inode *inode, uint64_t n)
 		dead = true;
 	}
 	pthread_mutex_unlock(&dcfs.table_lock);
-	if (dead) {
-		close(inode->fd);
-		free(inode);
-	}
+	if (dead)
+		inode_free(inode);
 }
