@@ -29,8 +29,13 @@ static void reply_entry_or_err(fuse_req_t req, int err,
 static void dcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param e;
-	int err = inode_lookup(dcfs_inode_of(parent), name, &e);
+	int err = -ENOENT;
 
+	/* "." of an id the kernel let go of: an NFS handle being decoded. */
+	if (strcmp(name, ".") == 0)
+		err = inode_lookup_ghost(parent, &e);
+	if (err == -ENOENT)
+		err = inode_lookup(dcfs_inode_of(parent), name, &e);
 	/* cache=always: the kernel may remember that the name is missing. */
 	if (err == -ENOENT && dcfs.opt.negative_timeout > 0) {
 		memset(&e, 0, sizeof(e));

@@ -21,8 +21,21 @@
 
 #define TABLE_MIN_BUCKETS 1024
 
+/*
+ * Ghosts: inodes the kernel has forgotten, kept (without an fd, with their
+ * file handle) so that a node id the kernel encoded in an NFS file handle
+ * can be looked up again ("." of that id) while the export lives.  At most
+ * MAX_GHOSTS are kept, the oldest let go first.
+ */
+#define MAX_GHOSTS 65536
+
 /* Inodes taken out of the table while the kernel still holds them. */
 static struct dcfs_inode *detached;
+static struct dcfs_inode *ghost_head, *ghost_tail;
+static size_t n_ghosts;
+
+/* What a node id dcfs does not hold maps to: pinning it fails (ESTALE). */
+static struct dcfs_inode dead_inode = { .fd = -1 };
 
 static size_t bucket_of(dev_t dev, ino_t ino, size_t nbuckets)
 {
@@ -91,14 +104,59 @@ static bool chain_remove(struct dcfs_inode **pp, struct dcfs_inode *inode)
 	return false;
 }
 
-static void table_remove(struct dcfs_inode *inode)
+/* Returns true if the inode was in the table, false if detached. */
+static bool table_remove(struct dcfs_inode *inode)
 {
 	size_t b = bucket_of(inode->dev, inode->ino, dcfs.nbuckets);
 
-	if (chain_remove(&dcfs.buckets[b], inode))
+	if (chain_remove(&dcfs.buckets[b], inode)) {
 		dcfs.ninodes--;
+		return true;
+	}
+	chain_remove(&detached, inode);
+	return false;
+}
+
+static void ghost_unlink(struct dcfs_inode *inode)
+{
+	if (inode->gprev)
+		inode->gprev->gnext = inode->gnext;
 	else
-		chain_remove(&detached, inode);
+		ghost_head = inode->gnext;
+	if (inode->gnext)
+		inode->gnext->gprev = inode->gprev;
+	else
+		ghost_tail = inode->gprev;
+	inode->gprev = inode->gnext = NULL;
+	inode->ghost = false;
+	n_ghosts--;
+}
+
+static void ghost_append(struct dcfs_inode *inode)
+{
+	inode->ghost = true;
+	inode->gprev = ghost_tail;
+	inode->gnext = NULL;
+	if (ghost_tail)
+		ghost_tail->gnext = inode;
+	else
+		ghost_head = inode;
+	ghost_tail = inode;
+	n_ghosts++;
+}
+
+struct dcfs_inode *dcfs_inode_of(fuse_ino_t ino)
+{
+	struct dcfs_inode *inode;
+
+	if (ino == FUSE_ROOT_ID)
+		return &dcfs.root;
+	pthread_mutex_lock(&dcfs.table_lock);
+	inode = nodeid_find(ino);
+	if (!inode || inode->ghost)
+		inode = &dead_inode;
+	pthread_mutex_unlock(&dcfs.table_lock);
+	return inode;
 }
 
 static void inode_free(struct dcfs_inode *inode)
@@ -128,9 +186,12 @@ int inode_table_init(const char *backing)
 	dcfs.root.ino = st.st_ino;
 	dcfs.root.type = S_IFDIR;
 	dcfs.root.nlookup = 2;
+	dcfs.root.nodeid = FUSE_ROOT_ID;
 	dcfs.nbuckets = TABLE_MIN_BUCKETS;
 	dcfs.buckets = calloc(dcfs.nbuckets, sizeof(*dcfs.buckets));
-	if (!dcfs.buckets) {
+	if (!dcfs.buckets || nodeid_init() < 0) {
+		free(dcfs.buckets);
+		dcfs.buckets = NULL;
 		close(fd);
 		return -ENOMEM;
 	}
@@ -166,6 +227,9 @@ void inode_table_destroy(void)
 		inode_free(detached);
 		detached = next;
 	}
+	ghost_head = ghost_tail = NULL;
+	n_ghosts = 0;
+	nodeid_destroy();
 	handles_destroy();
 	if (dcfs.root.fd >= 0)
 		close(dcfs.root.fd);
@@ -223,11 +287,21 @@ static struct dcfs_inode *inode_get(int fd, const struct stat *st,
 	inode = table_find(st->st_dev, st->st_ino);
 	if (inode && st->st_nlink > 0 && is_stale(inode, fh)) {
 		table_remove(inode);
-		inode->hnext = detached;
-		detached = inode;
+		if (inode->ghost) {
+			/* Nobody holds it: let it go for good. */
+			ghost_unlink(inode);
+			nodeid_remove(inode);
+			free(inode->handle);
+			free(inode);
+		} else {
+			inode->hnext = detached;
+			detached = inode;
+		}
 		inode = NULL;
 	}
 	if (inode) {
+		if (inode->ghost)
+			ghost_unlink(inode);
 		inode->nlookup++;
 		/* An evicted inode takes the fd the lookup just opened. */
 		if (inode == &dcfs.root || !fdcache_adopt(inode, fd))
@@ -245,6 +319,7 @@ static struct dcfs_inode *inode_get(int fd, const struct stat *st,
 		inode->type = st->st_mode & S_IFMT;
 		inode->nlookup = 1;
 		table_insert(inode);
+		nodeid_assign(inode);
 		fdcache_add(inode);
 	}
 	pthread_mutex_unlock(&dcfs.table_lock);
@@ -306,7 +381,7 @@ static int entry_from_fd(int fd, struct fuse_entry_param *e)
 	inode = inode_get(fd, &e->attr, handle_for(fd, &e->attr));
 	if (!inode)
 		return -ENOMEM;
-	e->ino = inode == &dcfs.root ? FUSE_ROOT_ID : (uintptr_t)inode;
+	e->ino = inode->nodeid;
 	return 0;
 }
 
@@ -357,11 +432,29 @@ int inode_lookup_open_fd(int fd, struct fuse_entry_param *e)
 	return entry_from_fd(pfd, e);
 }
 
+/* The oldest ghosts beyond MAX_GHOSTS are let go (table lock held). */
+static struct dcfs_inode *ghosts_trim(void)
+{
+	struct dcfs_inode *freed = NULL;
+
+	while (n_ghosts > MAX_GHOSTS) {
+		struct dcfs_inode *g = ghost_head;
+
+		ghost_unlink(g);
+		table_remove(g);
+		nodeid_remove(g);
+		g->hnext = freed;
+		freed = g;
+	}
+	return freed;
+}
+
 void inode_forget(struct dcfs_inode *inode, uint64_t n)
 {
-	bool dead = false;
+	struct dcfs_inode *dead = NULL;
+	int fd = -1;
 
-	if (inode == &dcfs.root)
+	if (inode == &dcfs.root || inode == &dead_inode)
 		return;
 	pthread_mutex_lock(&dcfs.table_lock);
 	if (n > inode->nlookup) {
@@ -372,10 +465,64 @@ void inode_forget(struct dcfs_inode *inode, uint64_t n)
 	}
 	inode->nlookup -= n;
 	if (inode->nlookup == 0) {
-		table_remove(inode);
-		dead = true;
+		if (table_remove(inode) && inode->handle) {
+			/* Back in the table as a ghost, without its fd. */
+			table_insert(inode);
+			fd = fdcache_remove(inode);
+			ghost_append(inode);
+			dead = ghosts_trim();
+		} else {
+			nodeid_remove(inode);
+			inode->hnext = NULL;
+			dead = inode;
+		}
 	}
 	pthread_mutex_unlock(&dcfs.table_lock);
-	if (dead)
-		inode_free(inode);
+	if (fd >= 0)
+		close(fd);
+	while (dead) {
+		struct dcfs_inode *next = dead->hnext;
+
+		inode_free(dead);
+		dead = next;
+	}
+}
+
+/*
+ * LOOKUP of "." in a node id the kernel no longer holds: what the kernel
+ * sends to decode an NFS file handle of the mount.  A ghost with that id
+ * comes back (same id, as the kernel requires) if its handle still opens
+ * the object inside the tree.  -ENOENT: not a ghost, look up as usual.
+ */
+int inode_lookup_ghost(fuse_ino_t id, struct fuse_entry_param *e)
+{
+	struct dcfs_inode *inode;
+	int fd, err = -ENOENT;
+
+	pthread_mutex_lock(&dcfs.table_lock);
+	inode = nodeid_find(id);
+	if (!inode || !inode->ghost)
+		goto out;
+	fd = handle_reopen(inode);
+	if (fd < 0) {
+		err = fd;
+		goto out;
+	}
+	memset(e, 0, sizeof(*e));
+	if (fstatat(fd, "", &e->attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+		err = -errno;
+		close(fd);
+		goto out;
+	}
+	ghost_unlink(inode);
+	inode->nlookup = 1;
+	if (!fdcache_adopt(inode, fd))
+		close(fd);
+	e->ino = inode->nodeid;
+	e->attr_timeout = dcfs.opt.attr_timeout;
+	e->entry_timeout = dcfs.opt.entry_timeout;
+	err = 0;
+out:
+	pthread_mutex_unlock(&dcfs.table_lock);
+	return err;
 }

@@ -41,6 +41,9 @@ static void dcfs_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* Node ids are safe to receive back (nodeid.c): allow re-export. */
+	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
 	/* Backing files may change under us; let the kernel notice via mtime. */
 	conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;

@@ -3,8 +3,8 @@
  * dcfs — shared types of the daemon.
  *
  * Invariants:
- *  - Every FUSE node id is the address of a struct dcfs_inode; identity is
- *    (st_dev, st_ino), never a path, so renames and hard links cannot
+ *  - Every FUSE node id is a number from nodeid.c, looked up on every
+ *    request (never an address); identity is (st_dev, st_ino), never a path, so renames and hard links cannot
  *    confuse the table.  The inode reaches its backing object through an
  *    O_PATH fd, which the fd cache may close when the inode has a file
  *    handle to reopen it from: use it only between inode_pin() and
@@ -33,6 +33,10 @@ struct file_handle;
 
 struct dcfs_inode {
 	struct dcfs_inode *hnext; /* hash chain, protected by table lock */
+	struct dcfs_inode *idnext; /* node id chain (nodeid.c), table lock */
+	uint64_t nodeid;	   /* what the kernel knows it by */
+	bool ghost; /* forgotten by the kernel, kept for export (inode.c) */
+	struct dcfs_inode *gprev, *gnext; /* ghost list, table lock */
 	/* O_PATH on the backing object, -1 while evicted (fdcache.c) */
 	int fd;
 	struct file_handle *handle; /* NULL: the fd is never evicted */
@@ -147,12 +151,12 @@ static inline long dcfs_err(long ret)
 	return ret < 0 ? -errno : ret;
 }
 
-static inline struct dcfs_inode *dcfs_inode_of(fuse_ino_t ino)
-{
-	if (ino == FUSE_ROOT_ID)
-		return &dcfs.root;
-	return (struct dcfs_inode *)(uintptr_t)ino;
-}
+/*
+ * The inode of a node id from the kernel.  An id dcfs does not hold maps
+ * to a placeholder whose inode_pin() fails with ESTALE, so handlers never
+ * dereference what the kernel sent.
+ */
+struct dcfs_inode *dcfs_inode_of(fuse_ino_t ino);
 
 static inline struct dcfs_file *dcfs_file_of(struct fuse_file_info *fi)
 {
@@ -178,6 +182,7 @@ int inode_lookup(struct dcfs_inode *parent, const char *name,
 		 struct fuse_entry_param *e);
 int inode_lookup_again(struct dcfs_inode *inode, struct fuse_entry_param *e);
 int inode_lookup_open_fd(int fd, struct fuse_entry_param *e);
+int inode_lookup_ghost(fuse_ino_t id, struct fuse_entry_param *e);
 void inode_forget(struct dcfs_inode *inode, uint64_t n);
 int inode_stat(struct dcfs_inode *inode, struct stat *st);
 void inode_proc_path(int fd, char buf[64]);
@@ -203,6 +208,13 @@ struct file_handle *handle_for(int fd, const struct stat *st);
 bool handle_equal(const struct file_handle *a, const struct file_handle *b);
 int handle_reopen(const struct dcfs_inode *inode);
 void handles_destroy(void);
+
+/* nodeid.c (called with the inode table lock held) */
+int nodeid_init(void);
+void nodeid_destroy(void);
+void nodeid_assign(struct dcfs_inode *inode);
+void nodeid_remove(struct dcfs_inode *inode);
+struct dcfs_inode *nodeid_find(uint64_t id);
 
 /* guard.c */
 int guard_mountpoint(const char *backing, const char *mountpoint);

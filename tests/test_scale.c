@@ -322,6 +322,175 @@ START_TEST(scale_random_churn)
 }
 END_TEST
 
+/* ---- re-export: file handles of the mount itself -------------------------- */
+
+static int open_handle_of(int mfd, struct file_handle *fh)
+{
+	return open_by_handle_at(mfd, fh, O_RDONLY);
+}
+
+/* What an NFS server does with the mount: encode a file handle, and decode
+ * it again later, also after the kernel has forgotten the inode; a forged
+ * or stale handle is refused with ESTALE, and the daemon survives. */
+START_TEST(scale_export_handles)
+{
+	scale_mount("scale-export");
+	ck_assert_int_eq(write_file(PM_S("f"), "exported\n", 9, 0644), 0);
+	struct file_handle *fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ);
+	fh->handle_bytes = MAX_HANDLE_SZ;
+	int mnt_id;
+	OK(name_to_handle_at(AT_FDCWD, PM_S("f"), fh, &mnt_id, 0));
+	int mfd = open(g_s.mnt, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(mfd, 0);
+	char buf[16];
+	for (int round = 0; round < 2; round++) {
+		int fd = open_handle_of(mfd, fh);
+		ck_assert_msg(fd >= 0, "open_by_handle_at (round %d): %s", round, strerror(errno));
+		ck_assert_int_eq(read(fd, buf, sizeof buf), 9);
+		ck_assert(memcmp(buf, "exported\n", 9) == 0);
+		close(fd);
+		/* let the kernel forget the inode: the daemon gets FORGET */
+		drop_caches();
+		sleep_ms(200);
+	}
+	/* a forged handle (another node id) */
+	struct file_handle *bad = malloc(sizeof(*bad) + fh->handle_bytes);
+	memcpy(bad, fh, sizeof(*fh) + fh->handle_bytes);
+	for (unsigned i = 0; i < bad->handle_bytes && i < 8; i++)
+		bad->f_handle[i] ^= 0x5a;
+	int fd = open_handle_of(mfd, bad);
+	ck_assert_msg(fd < 0 && (errno == ESTALE || errno == ENOENT),
+		      "forged handle: fd %d, %s", fd, strerror(errno));
+	/* the file deleted behind dcfs: the handle is stale */
+	OK(unlink(PE_S("f")));
+	drop_caches();
+	sleep_ms(200);
+	fd = open_handle_of(mfd, fh);
+	ck_assert_msg(fd < 0 && (errno == ESTALE || errno == ENOENT),
+		      "handle of a deleted file: fd %d, %s", fd, strerror(errno));
+	close(mfd);
+	free(bad);
+	free(fh);
+	struct stat st;
+	OK(stat(g_s.mnt, &st));
+	scale_unmount();
+}
+END_TEST
+
+/* ---- re-export through Samba ------------------------------------------- */
+
+static int wait_port(int port, double secs)
+{
+	double end = now_s() + secs * deadline_scale();
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "ss -ltn 'sport = :%d' | grep -q LISTEN", port);
+	while (now_s() < end) {
+		if (run_cmd(NULL, 0, "%s", cmd) == 0)
+			return 0;
+		sleep_ms(100);
+	}
+	return -1;
+}
+
+/* A NAS exports the mounted view: smbd on loopback serves the dcfs mount;
+ * smbclient writes and reads back a streamed (dontcache) and a cached
+ * file, and the backing files hold exactly what was sent. */
+START_TEST(scale_samba_reexport)
+{
+	if (access("/usr/sbin/smbd", X_OK) != 0) {
+		ck_abort_msg("smbd not installed (make deps installs samba)");
+	}
+	char err[512];
+	const char *root = backing_root(FS_XFS, err, sizeof err);
+	ck_assert_msg(root != NULL, "backing fs: %s", err);
+	ck_assert_int_eq(own_mount_start(&g_s, root, "scale-smb",
+					 "[global]\ndefault = cache\nmin_size = 0\n"
+					 "[class video]\nextensions = mkv\npolicy = dontcache\n"),
+			 0);
+	OK(mkdir(PE_S("share"), 01777));
+	OK(chmod(PE_S("share"), 01777));
+	char dir[PATH_MAX], conf[PATH_MAX + 16];
+	snprintf(dir, sizeof dir, "%s/smb", g_tmpdir);
+	rm_rf(dir);
+	OK(mkdir(dir, 0755));
+	snprintf(conf, sizeof conf, "%s/smb.conf", dir);
+	FILE *fp = fopen(conf, "w");
+	ck_assert_ptr_nonnull(fp);
+	const int port = 44539;
+	fprintf(fp,
+		"[global]\n server role = standalone server\n smb ports = %d\n"
+		" interfaces = lo\n bind interfaces only = yes\n map to guest = Bad User\n"
+		" disable netbios = yes\n load printers = no\n printing = bsd\n"
+		" printcap name = /dev/null\n disable spoolss = yes\n"
+		" pid directory = %s\n lock directory = %s\n state directory = %s\n"
+		" cache directory = %s\n private dir = %s\n ncalrpc dir = %s/ncalrpc\n"
+		" log file = %s/log.%%m\n\n"
+		"[share]\n path = %s/share\n read only = no\n guest ok = yes\n"
+		" force user = nobody\n",
+		port, dir, dir, dir, dir, dir, dir, dir, g_s.mnt);
+	fclose(fp);
+	fflush(NULL);
+	pid_t smbd = fork();
+	ck_assert_int_ge(smbd, 0);
+	if (smbd == 0) {
+		setsid();
+		int nul = open("/dev/null", O_RDWR);
+		dup2(nul, 0);
+		dup2(nul, 1);
+		dup2(nul, 2);
+		execl("/usr/sbin/smbd", "smbd", "--foreground", "--no-process-group", "-s", conf,
+		      (char *)NULL);
+		_exit(127);
+	}
+	int up = wait_port(port, 20);
+	/* 8 MiB film and a small file, sent and fetched back */
+	char film[PATH_MAX], small[PATH_MAX], out[8192];
+	snprintf(film, sizeof film, "%s/film.src", dir);
+	snprintf(small, sizeof small, "%s/small.src", dir);
+	size_t flen = 8 << 20;
+	char *data = malloc(flen);
+	fill_pattern(data, flen, 42);
+	ck_assert_int_eq(write_file(film, data, flen, 0644), 0);
+	ck_assert_int_eq(write_file(small, "hello samba\n", 12, 0644), 0);
+	int rc = up < 0 ? -1 :
+		run_cmd(out, sizeof out,
+			"cd '%s' && timeout 60 smbclient //127.0.0.1/share -p %d -N -m SMB3 "
+			"-c 'put film.src film.mkv; put small.src small.txt; "
+			"get film.mkv film.back; get small.txt small.back' 2>&1",
+			dir, port);
+	kill(-smbd, SIGTERM);
+	kill(smbd, SIGTERM);
+	waitpid(smbd, NULL, 0);
+	ck_assert_msg(up == 0, "smbd did not listen on port %d", port);
+	ck_assert_msg(rc == 0, "smbclient failed (%d): %s", rc, out);
+	size_t n1, n2, n3, n4;
+	char bpath[PATH_MAX];
+	snprintf(bpath, sizeof bpath, "%s/film.back", dir);
+	char *b1 = slurp(bpath, &n1);
+	char *b2 = slurp(PE_S("share/film.mkv"), &n2);
+	snprintf(bpath, sizeof bpath, "%s/small.back", dir);
+	char *b3 = slurp(bpath, &n3);
+	char *b4 = slurp(PE_S("share/small.txt"), &n4);
+	ck_assert_msg(b1 && n1 == flen && memcmp(b1, data, flen) == 0, "film fetched back differs");
+	ck_assert_msg(b2 && n2 == flen && memcmp(b2, data, flen) == 0, "backing film differs");
+	ck_assert_msg(b3 && n3 == 12 && b4 && n4 == 12 && memcmp(b4, "hello samba\n", 12) == 0,
+		      "small file differs");
+	/* the film went through the streaming class, and belongs to nobody */
+	char *pol = xattr_str(PM_S("share/film.mkv"), "user.dcfs.policy");
+	ck_assert_msg(pol && strncmp(pol, "dontcache", 9) == 0, "film policy: %s", pol ? pol : "");
+	struct stat st;
+	OK(stat(PE_S("share/film.mkv"), &st));
+	ck_assert_int_eq(st.st_uid, 65534);
+	free(pol);
+	free(b1);
+	free(b2);
+	free(b3);
+	free(b4);
+	free(data);
+	scale_unmount();
+}
+END_TEST
+
 Suite *scale_suite(void)
 {
 	Suite *s = suite_create("scale");
@@ -329,6 +498,8 @@ Suite *scale_suite(void)
 	tcase_set_timeout(tc, 300 * deadline_scale());
 	tcase_add_test(tc, scale_tree_under_low_fd_limit);
 	tcase_add_test(tc, scale_random_churn);
+	tcase_add_test(tc, scale_export_handles);
+	tcase_add_test(tc, scale_samba_reexport);
 	suite_add_tcase(s, tc);
 	return s;
 }
