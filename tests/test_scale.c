@@ -491,10 +491,18 @@ START_TEST(scale_samba_reexport)
 }
 END_TEST
 
+/* In the runner process, so every forked test shares one backing fs. */
+static void scale_setup(void)
+{
+	char err[512];
+	backing_root(FS_XFS, err, sizeof err);
+}
+
 Suite *scale_suite(void)
 {
 	Suite *s = suite_create("scale");
 	TCase *tc = tcase_create("scale-xfs");
+	tcase_add_unchecked_fixture(tc, scale_setup, NULL);
 	tcase_set_timeout(tc, 300 * deadline_scale());
 	tcase_add_test(tc, scale_tree_under_low_fd_limit);
 	tcase_add_test(tc, scale_random_churn);
