@@ -124,11 +124,12 @@ build-asan/dcfs: $(ASAN_OBJS)
 	$(CC) $(ASAN_FLAGS) -o $@ $^ $(FUSE_LIBS) -linih -lpthread
 
 check-asan: deps
-	$(MAKE) all $(B)/dcfs-tests build-asan/dcfs
+	$(MAKE) all $(B)/dcfs-tests build-asan/dcfs units-check
 	rm -f build-asan/report.*
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=99:log_path=$(abspath build-asan)/report \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(abspath build-asan)/report \
 	DCFS_SANITIZED=1 DCFS_BIN=$(abspath build-asan/dcfs) MOUNT_DCFS_BIN=$(abspath $(B)/mount.dcfs) \
+	DCFS_UNIT_DIR=$(abspath $(B)/systemd-verify) \
 		$(B)/dcfs-tests; status=$$?; \
 	if ls build-asan/report.* >/dev/null 2>&1; then \
 		echo "sanitizer reports:"; cat build-asan/report.*; exit 1; fi; \
