@@ -408,7 +408,7 @@ START_TEST(ops_watch)
 		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		dup2(fd, 1);
 		dup2(fd, 2);
-		execl(g_dcfs_bin, g_dcfs_bin, "stat", "--watch", "0.5", "--count", "6", g_o.mnt,
+		execl(g_dcfs_bin, g_dcfs_bin, "stat", "--watch", "0.5", "--count", "8", g_o.mnt,
 		      (char *)NULL);
 		_exit(127);
 	}
@@ -446,7 +446,7 @@ START_TEST(ops_watch)
 		mib += r[1] * 0.5;
 		opens += o;
 	}
-	ck_assert_msg(samples == 6, "expected 6 samples, got %d:\n%s", samples, out);
+	ck_assert_msg(samples == 8, "expected 8 samples, got %d:\n%s", samples, out);
 	ck_assert_msg(mib > 32 * 0.75 && mib < 32 * 1.25,
 		      "dc_write rates add up to %.1f MiB, 32 MiB were written:\n%s", mib, out);
 	ck_assert_msg(opens >= 1, "no open counted:\n%s", out);
