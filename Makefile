@@ -22,7 +22,7 @@ STD      := -std=gnu11
 # Debian packages needed to build and test; installed on demand by `deps`.
 DEB_PACKAGES := libfuse3-dev fuse3 check pkg-config libinih-dev xfsprogs \
 	btrfs-progs e2fsprogs attr acl util-linux groff-base clang \
-	libclang-rt-14-dev gnuplot-nox systemd
+	libclang-rt-14-dev gnuplot-nox samba smbclient iproute2 systemd
 
 FUSE_CFLAGS = $(shell $(PKG_CONFIG) --cflags fuse3 2>/dev/null)
 FUSE_LIBS   = $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null)

@@ -3,7 +3,7 @@
  * One log line per backing filesystem when the mount comes up, so the
  * journal says what dcfs will do on each before anything streams: the
  * RWF_DONTCACHE probe (read/write), kernel FUSE passthrough, how inodes are
- * identified and how many file descriptors that leaves.
+ * identified (handle.c) and how many file descriptors that leaves.
  *
  * The backing filesystems are the one holding the backing directory and
  * every filesystem mounted below it (found in /proc/self/mountinfo); each
@@ -62,35 +62,58 @@ static bool remote_or_automounted(const char *fstype)
 	return false;
 }
 
+/*
+ * libfuse 3.14 has no kernel passthrough of its own; passthrough.c (issue
+ * 10) answers this once it is there.
+ */
+static const char *passthrough_state(void)
+{
+	return "no";
+}
+
 static void log_one(const char *where, dev_t *seen, size_t *nseen)
 {
-	char budget[64] = "unlimited";
+	char limit[32] = "unlimited", ident[96];
+	struct file_handle *fh;
 	struct probe *p;
 	struct rlimit rl;
+	struct stat st;
 	int fd;
 
 	fd = open(where, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	p = probe_dir(fd);
+	/* Probes the identity mode of a filesystem not seen yet, too. */
+	fh = fstat(fd, &st) == 0 ? handle_for(fd, &st) : NULL;
 	close(fd);
 	for (size_t i = 0; i < *nseen; i++)
-		if (seen[i] == p->dev)
+		if (seen[i] == p->dev) {
+			free(fh);
 			return;
+		}
 	if (*nseen < MAX_BACKING_FS)
 		seen[(*nseen)++] = p->dev;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-		snprintf(budget, sizeof(budget), "%llu",
+		snprintf(limit, sizeof(limit), "%llu",
 			 (unsigned long long)rl.rlim_cur);
 	/*
-	 * libfuse 3.14 cannot open kernel passthrough backing files; inodes
-	 * are held by an O_PATH fd each, so the fd limit bounds how many
-	 * files and directories can be in use through the mount at once.
+	 * With file handles the fd cache keeps at most its budget of O_PATH
+	 * fds and the rest of the limit is for open files; without, every
+	 * inode in use holds an fd and the limit bounds the tree in use.
 	 */
-	log_info("backing %s %s (dev %u:%u): RWF_DONTCACHE read %s, write %s; passthrough no; identity O_PATH fd per inode; fd budget %s\n",
+	if (fh)
+		snprintf(ident, sizeof(ident),
+			 "identity file handle; fd budget %zu cached O_PATH of %s",
+			 fdcache_budget(), limit);
+	else
+		snprintf(ident, sizeof(ident),
+			 "identity O_PATH fd per inode; fd budget %s", limit);
+	free(fh);
+	log_info("backing %s %s (dev %u:%u): RWF_DONTCACHE read %s, write %s; passthrough %s; %s\n",
 		 p->fstype[0] ? p->fstype : "fs", where, major(p->dev),
 		 minor(p->dev), probe_state_name(p->rd),
-		 probe_state_name(p->wr), budget);
+		 probe_state_name(p->wr), passthrough_state(), ident);
 }
 
 void caps_log_startup(void)

@@ -59,6 +59,22 @@ static struct dcfs_dir *dir_of(struct fuse_file_info *fi)
 	return (struct dcfs_dir *)(uintptr_t)fi->fh;
 }
 
+static int open_dir(struct dcfs_inode *inode)
+{
+	int pfd = inode_pin(inode), fd;
+
+	if (pfd < 0)
+		return pfd;
+	fd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 && fdcache_retry(errno))
+		fd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		fd = -errno;
+	inode_unpin(inode);
+	fdcache_report(fd < 0 ? -fd : 0, "opendir");
+	return fd;
+}
+
 static void dcfs_opendir(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi)
 {
@@ -67,10 +83,9 @@ static void dcfs_opendir(fuse_req_t req, fuse_ino_t ino,
 
 	if (!d)
 		goto out_err;
-	fd = openat(dcfs_inode_of(ino)->fd, ".",
-		    O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = open_dir(dcfs_inode_of(ino));
 	if (fd < 0) {
-		err = -errno;
+		err = fd;
 		goto out_free;
 	}
 	d->dp = fdopendir(fd);

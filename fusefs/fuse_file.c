@@ -150,20 +150,37 @@ static void data_changed(struct dcfs_inode *inode)
 	atomic_fetch_add(&inode->data_gen, 1);
 }
 
+/* Opens the backing object of inode; an fd shortage shrinks the cache. */
+static int open_inode(struct dcfs_inode *inode, int flags)
+{
+	char path[64];
+	int pfd = inode_pin(inode), fd;
+
+	if (pfd < 0)
+		return pfd;
+	inode_proc_path(pfd, path);
+	fd = open(path, flags);
+	if (fd < 0 && fdcache_retry(errno))
+		fd = open(path, flags);
+	if (fd < 0)
+		fd = -errno;
+	inode_unpin(inode);
+	return fd;
+}
+
 static void dcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct dcfs_inode *inode = dcfs_inode_of(ino);
-	char path[64];
 	int fd, err;
 
 	if (shutdown_refuses_open(req, inode, NULL)) {
 		fuse_reply_err(req, EBUSY);
 		return;
 	}
-	inode_proc_path(inode, path);
-	fd = open(path, backing_flags(fi->flags) & ~O_NOFOLLOW);
+	fd = open_inode(inode, backing_flags(fi->flags) & ~O_NOFOLLOW);
+	fdcache_report(fd < 0 ? -fd : 0, "open");
 	if (fd < 0) {
-		fuse_reply_err(req, errno);
+		fuse_reply_err(req, -fd);
 		return;
 	}
 	err = file_new(req, inode, fd, fi->flags, fi);
@@ -183,27 +200,29 @@ static void dcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
  * decided by the backing filesystem with the caller's rights, O_TRUNC
  * included.
  */
-static int create_or_open(struct dcfs_inode *dir, const char *name, int flags,
+static int create_or_open(int dirfd, const char *name, int flags,
 			  mode_t mode, bool *created)
 {
 	int fd, base = backing_flags(flags) | O_NOFOLLOW;
 
-	fd = openat(dir->fd, name, base | O_CREAT | O_EXCL, mode);
+	fd = openat(dirfd, name, base | O_CREAT | O_EXCL, mode);
+	if (fd < 0 && fdcache_retry(errno))
+		fd = openat(dirfd, name, base | O_CREAT | O_EXCL, mode);
 	*created = fd >= 0;
 	if (fd < 0 && errno == EEXIST && !(flags & O_EXCL))
-		fd = openat(dir->fd, name, base);
+		fd = openat(dirfd, name, base);
 	return fd < 0 ? -errno : fd;
 }
 
 /* Undoes a create that cannot be completed, if the name still holds it. */
-static void undo_create(struct dcfs_inode *dir, const char *name, int fd)
+static void undo_create(int dirfd, const char *name, int fd)
 {
 	struct stat made, now;
 
 	if (fstat(fd, &made) == 0 &&
-	    fstatat(dir->fd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    fstatat(dirfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    made.st_dev == now.st_dev && made.st_ino == now.st_ino)
-		unlinkat(dir->fd, name, 0);
+		unlinkat(dirfd, name, 0);
 }
 
 static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -212,14 +231,22 @@ static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct dcfs_inode *dir = dcfs_inode_of(parent);
 	struct fuse_entry_param e;
 	bool created;
-	int fd, err;
+	int fd, err, dirfd = inode_pin(dir);
 
 	if (shutdown_refuses_open(req, dir, name)) {
+		if (dirfd >= 0)
+			inode_unpin(dir);
 		fuse_reply_err(req, EBUSY);
 		return;
 	}
-	fd = create_or_open(dir, name, fi->flags, mode, &created);
+	if (dirfd < 0) {
+		fuse_reply_err(req, -dirfd);
+		return;
+	}
+	fd = create_or_open(dirfd, name, fi->flags, mode, &created);
+	fdcache_report(fd < 0 ? -fd : 0, "create");
 	if (fd < 0) {
+		inode_unpin(dir);
 		fuse_reply_err(req, -fd);
 		return;
 	}
@@ -232,6 +259,7 @@ static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		inode_forget(dcfs_inode_of(e.ino), 1);
 		goto out_undo;
 	}
+	inode_unpin(dir);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		file_free(dcfs_file_of(fi));
 		inode_forget(dcfs_inode_of(e.ino), 1);
@@ -239,7 +267,8 @@ static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	return;
 out_undo:
 	if (created)
-		undo_create(dir, name, fd);
+		undo_create(dirfd, name, fd);
+	inode_unpin(dir);
 	close(fd);
 	fuse_reply_err(req, -err);
 }

@@ -29,8 +29,20 @@ static void reply_entry_or_err(fuse_req_t req, int err,
 static void dcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param e;
-	int err = inode_lookup(dcfs_inode_of(parent), name, &e);
+	int err = -ENOENT;
 
+	/* "." of an id the kernel let go of: an NFS handle being decoded. */
+	if (strcmp(name, ".") == 0)
+		err = inode_lookup_ghost(parent, &e);
+	if (err == -ENOENT)
+		err = inode_lookup(dcfs_inode_of(parent), name, &e);
+	/* cache=always: the kernel may remember that the name is missing. */
+	if (err == -ENOENT && dcfs.opt.negative_timeout > 0) {
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = dcfs.opt.negative_timeout;
+		fuse_reply_entry(req, &e);
+		return;
+	}
 	reply_entry_or_err(req, err, &e);
 }
 
@@ -64,7 +76,11 @@ static void dcfs_getattr(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_attr(req, &st, dcfs.opt.attr_timeout);
 }
 
-static int setattr_mode(struct dcfs_inode *inode, int fd, mode_t mode)
+/*
+ * The setattr helpers get the inode's pinned O_PATH fd (pfd) and, when the
+ * kernel named an open file, its backing fd (fd, else -1).
+ */
+static int setattr_mode(struct dcfs_inode *inode, int pfd, int fd, mode_t mode)
 {
 	char path[64];
 
@@ -72,27 +88,26 @@ static int setattr_mode(struct dcfs_inode *inode, int fd, mode_t mode)
 		return (int)dcfs_err(fchmod(fd, mode));
 	if (inode->type == S_IFLNK)
 		return -EOPNOTSUPP;
-	inode_proc_path(inode, path);
+	inode_proc_path(pfd, path);
 	return (int)dcfs_err(chmod(path, mode));
 }
 
-static int setattr_owner(struct dcfs_inode *inode, const struct stat *attr,
-			 int valid)
+static int setattr_owner(int pfd, const struct stat *attr, int valid)
 {
 	uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
 	gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
 
-	return (int)dcfs_err(fchownat(inode->fd, "", uid, gid,
+	return (int)dcfs_err(fchownat(pfd, "", uid, gid,
 				      AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
 }
 
-static int setattr_size(struct dcfs_inode *inode, int fd, off_t size)
+static int setattr_size(int pfd, int fd, off_t size)
 {
 	char path[64];
 
 	if (fd >= 0)
 		return (int)dcfs_err(ftruncate(fd, size));
-	inode_proc_path(inode, path);
+	inode_proc_path(pfd, path);
 	return (int)dcfs_err(truncate(path, size));
 }
 
@@ -108,8 +123,7 @@ static struct timespec time_arg(const struct timespec *t, int valid,
 	return ts;
 }
 
-static int setattr_times(struct dcfs_inode *inode, int fd,
-			 const struct stat *attr, int valid)
+static int setattr_times(int pfd, int fd, const struct stat *attr, int valid)
 {
 	struct timespec tv[2];
 
@@ -119,27 +133,30 @@ static int setattr_times(struct dcfs_inode *inode, int fd,
 			 FUSE_SET_ATTR_MTIME_NOW);
 	if (fd >= 0)
 		return (int)dcfs_err(futimens(fd, tv));
-	return (int)dcfs_err(utimensat(inode->fd, "", tv,
+	return (int)dcfs_err(utimensat(pfd, "", tv,
 				       AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
 }
 
 static int setattr_apply(struct dcfs_inode *inode, int fd,
 			 const struct stat *attr, int valid)
 {
-	int err = 0;
+	int pfd = inode_pin(inode), err = 0;
 
+	if (pfd < 0)
+		return pfd;
 	if (valid & FUSE_SET_ATTR_MODE)
-		err = setattr_mode(inode, fd, attr->st_mode);
+		err = setattr_mode(inode, pfd, fd, attr->st_mode);
 	if (!err && (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
-		err = setattr_owner(inode, attr, valid);
+		err = setattr_owner(pfd, attr, valid);
 	if (!err && (valid & FUSE_SET_ATTR_SIZE)) {
-		err = setattr_size(inode, fd, attr->st_size);
+		err = setattr_size(pfd, fd, attr->st_size);
 		atomic_fetch_add(&inode->data_gen, 1);
 	}
 	if (!err && (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
 			      FUSE_SET_ATTR_ATIME_NOW |
 			      FUSE_SET_ATTR_MTIME_NOW)))
-		err = setattr_times(inode, fd, attr, valid);
+		err = setattr_times(pfd, fd, attr, valid);
+	inode_unpin(inode);
 	return err;
 }
 
@@ -159,11 +176,20 @@ static void dcfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 
 static void dcfs_readlink(fuse_req_t req, fuse_ino_t ino)
 {
+	struct dcfs_inode *inode = dcfs_inode_of(ino);
 	char buf[PATH_MAX + 1];
-	ssize_t n = readlinkat(dcfs_inode_of(ino)->fd, "", buf, sizeof(buf));
+	int fd = inode_pin(inode), err;
+	ssize_t n;
 
-	if (n < 0) {
-		fuse_reply_err(req, errno);
+	if (fd < 0) {
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	n = readlinkat(fd, "", buf, sizeof(buf));
+	err = n < 0 ? errno : 0;
+	inode_unpin(inode);
+	if (err) {
+		fuse_reply_err(req, err);
 		return;
 	}
 	if (n == sizeof(buf)) {
@@ -177,11 +203,18 @@ static void dcfs_readlink(fuse_req_t req, fuse_ino_t ino)
 static int make_object(struct dcfs_inode *dir, const char *name, mode_t mode,
 		       dev_t rdev, const char *target)
 {
+	int fd = inode_pin(dir), err;
+
+	if (fd < 0)
+		return fd;
 	if (target)
-		return (int)dcfs_err(symlinkat(target, dir->fd, name));
-	if (S_ISDIR(mode))
-		return (int)dcfs_err(mkdirat(dir->fd, name, mode));
-	return (int)dcfs_err(mknodat(dir->fd, name, mode, rdev));
+		err = (int)dcfs_err(symlinkat(target, fd, name));
+	else if (S_ISDIR(mode))
+		err = (int)dcfs_err(mkdirat(fd, name, mode));
+	else
+		err = (int)dcfs_err(mknodat(fd, name, mode, rdev));
+	inode_unpin(dir);
+	return err;
 }
 
 /*
@@ -228,43 +261,59 @@ static void dcfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 	make_node(req, parent, name, S_IFLNK | 0777, 0, link);
 }
 
+static int unlink_in(fuse_ino_t parent, const char *name, int flags)
+{
+	struct dcfs_inode *dir = dcfs_inode_of(parent);
+	int fd = inode_pin(dir), err;
+
+	if (fd < 0)
+		return fd;
+	err = (int)dcfs_err(unlinkat(fd, name, flags));
+	inode_unpin(dir);
+	return err;
+}
+
 static void dcfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	int err = (int)dcfs_err(unlinkat(dcfs_inode_of(parent)->fd, name, 0));
-
-	fuse_reply_err(req, -err);
+	fuse_reply_err(req, -unlink_in(parent, name, 0));
 }
 
 static void dcfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	int err = (int)dcfs_err(
-		unlinkat(dcfs_inode_of(parent)->fd, name, AT_REMOVEDIR));
-
-	fuse_reply_err(req, -err);
+	fuse_reply_err(req, -unlink_in(parent, name, AT_REMOVEDIR));
 }
 
 static void dcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			fuse_ino_t newparent, const char *newname,
 			unsigned int flags)
 {
-	int err = (int)dcfs_err(renameat2(dcfs_inode_of(parent)->fd, name,
-					  dcfs_inode_of(newparent)->fd, newname,
-					  flags));
+	struct dcfs_inode *from = dcfs_inode_of(parent);
+	struct dcfs_inode *to = dcfs_inode_of(newparent);
+	int ffd = inode_pin(from), tfd, err;
 
+	if (ffd < 0) {
+		fuse_reply_err(req, -ffd);
+		return;
+	}
+	tfd = inode_pin(to);
+	err = tfd < 0 ? tfd :
+			(int)dcfs_err(renameat2(ffd, name, tfd, newname, flags));
+	if (tfd >= 0)
+		inode_unpin(to);
+	inode_unpin(from);
 	fuse_reply_err(req, -err);
 }
 
-static int link_inode(struct dcfs_inode *inode, int newdirfd,
-		      const char *newname)
+static int link_fd(int fd, int newdirfd, const char *newname)
 {
 	char path[64];
 
-	if (linkat(inode->fd, "", newdirfd, newname, AT_EMPTY_PATH) == 0)
+	if (linkat(fd, "", newdirfd, newname, AT_EMPTY_PATH) == 0)
 		return 0;
 	/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; the proc link does not. */
 	if (errno != ENOENT && errno != EPERM)
 		return -errno;
-	inode_proc_path(inode, path);
+	inode_proc_path(fd, path);
 	return (int)dcfs_err(linkat(AT_FDCWD, path, newdirfd, newname,
 				    AT_SYMLINK_FOLLOW));
 }
@@ -273,10 +322,19 @@ static void dcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		      const char *newname)
 {
 	struct dcfs_inode *dir = dcfs_inode_of(newparent);
+	struct dcfs_inode *inode = dcfs_inode_of(ino);
+	int fd = inode_pin(inode), dfd, err;
 	struct fuse_entry_param e;
-	int err;
 
-	err = link_inode(dcfs_inode_of(ino), dir->fd, newname);
+	if (fd < 0) {
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	dfd = inode_pin(dir);
+	err = dfd < 0 ? dfd : link_fd(fd, dfd, newname);
+	if (dfd >= 0)
+		inode_unpin(dir);
+	inode_unpin(inode);
 	/* The new name is another name of this inode, whatever it holds now. */
 	if (!err)
 		err = inode_lookup_again(dcfs_inode_of(ino), &e);
@@ -285,19 +343,33 @@ static void dcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 
 static void dcfs_statfs(fuse_req_t req, fuse_ino_t ino)
 {
+	struct dcfs_inode *inode = dcfs_inode_of(ino);
+	int fd = inode_pin(inode), err;
 	struct statvfs sv;
 
-	if (fstatvfs(dcfs_inode_of(ino)->fd, &sv) < 0)
-		fuse_reply_err(req, errno);
+	if (fd < 0) {
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	err = (int)dcfs_err(fstatvfs(fd, &sv));
+	inode_unpin(inode);
+	if (err)
+		fuse_reply_err(req, -err);
 	else
 		fuse_reply_statfs(req, &sv);
 }
 
 static void dcfs_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
-	int err = (int)dcfs_err(faccessat(dcfs_inode_of(ino)->fd, "", mask,
-					  AT_EMPTY_PATH));
+	struct dcfs_inode *inode = dcfs_inode_of(ino);
+	int fd = inode_pin(inode), err;
 
+	if (fd < 0) {
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	err = (int)dcfs_err(faccessat(fd, "", mask, AT_EMPTY_PATH));
+	inode_unpin(inode);
 	fuse_reply_err(req, -err);
 }
 

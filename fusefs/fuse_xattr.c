@@ -134,6 +134,30 @@ static bool xattr_unsupported(const struct dcfs_inode *inode)
 	return inode->type == S_IFLNK;
 }
 
+/*
+ * The /proc path of the pinned inode (0), or -1 with errno set; every
+ * xattr_at() that returned 0 is followed by xattr_done(), which keeps
+ * errno for the reply.
+ */
+static ssize_t xattr_at(struct dcfs_inode *inode, char path[64], int *fd)
+{
+	*fd = inode_pin(inode);
+	if (*fd < 0) {
+		errno = -*fd;
+		return -1;
+	}
+	inode_proc_path(*fd, path);
+	return 0;
+}
+
+static void xattr_done(struct dcfs_inode *inode)
+{
+	int err = errno;
+
+	inode_unpin(inode);
+	errno = err;
+}
+
 /* Replies with the size when asked for it, else with the value. */
 static void reply_sized(fuse_req_t req, size_t size, const char *buf, ssize_t n)
 {
@@ -150,6 +174,7 @@ static void dcfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 {
 	struct dcfs_inode *inode = dcfs_inode_of(ino);
 	char path[64], *buf = NULL;
+	int fd;
 	ssize_t n;
 
 	if (is_virtual(name)) {
@@ -164,8 +189,11 @@ static void dcfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	inode_proc_path(inode, path);
-	n = getxattr(path, name, buf, size);
+	n = xattr_at(inode, path, &fd);
+	if (n == 0) {
+		n = getxattr(path, name, buf, size);
+		xattr_done(inode);
+	}
 	reply_sized(req, size, buf, n);
 	free(buf);
 }
@@ -174,6 +202,7 @@ static void dcfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct dcfs_inode *inode = dcfs_inode_of(ino);
 	char path[64], *buf = NULL;
+	int fd;
 	ssize_t n;
 
 	if (xattr_unsupported(inode)) {
@@ -184,8 +213,11 @@ static void dcfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	inode_proc_path(inode, path);
-	n = listxattr(path, buf, size);
+	n = xattr_at(inode, path, &fd);
+	if (n == 0) {
+		n = listxattr(path, buf, size);
+		xattr_done(inode);
+	}
 	reply_sized(req, size, buf, n);
 	free(buf);
 }
@@ -195,7 +227,7 @@ static void dcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 {
 	struct dcfs_inode *inode = dcfs_inode_of(ino);
 	char path[64];
-	int err;
+	int err, fd;
 
 	if (is_virtual(name)) {
 		fuse_reply_err(req, EPERM);
@@ -205,16 +237,21 @@ static void dcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, ENOTSUP);
 		return;
 	}
-	inode_proc_path(inode, path);
-	err = (int)dcfs_err(setxattr(path, name, value, size, flags));
-	fuse_reply_err(req, -err);
+	err = xattr_at(inode, path, &fd);
+	if (!err) {
+		ssize_t n = setxattr(path, name, value, size, flags);
+
+		xattr_done(inode);
+		err = (int)n;
+	}
+	fuse_reply_err(req, err < 0 ? errno : 0);
 }
 
 static void dcfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct dcfs_inode *inode = dcfs_inode_of(ino);
 	char path[64];
-	int err;
+	int err, fd;
 
 	if (is_virtual(name)) {
 		fuse_reply_err(req, EPERM);
@@ -224,9 +261,14 @@ static void dcfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		fuse_reply_err(req, ENOTSUP);
 		return;
 	}
-	inode_proc_path(inode, path);
-	err = (int)dcfs_err(removexattr(path, name));
-	fuse_reply_err(req, -err);
+	err = xattr_at(inode, path, &fd);
+	if (!err) {
+		ssize_t n = removexattr(path, name);
+
+		xattr_done(inode);
+		err = (int)n;
+	}
+	fuse_reply_err(req, err < 0 ? errno : 0);
 }
 
 void fuse_xattr_ops(struct fuse_lowlevel_ops *ops)

@@ -21,8 +21,21 @@
 
 #define TABLE_MIN_BUCKETS 1024
 
+/*
+ * Ghosts: inodes the kernel has forgotten, kept (without an fd, with their
+ * file handle) so that a node id the kernel encoded in an NFS file handle
+ * can be looked up again ("." of that id) while the export lives.  At most
+ * MAX_GHOSTS are kept, the oldest let go first.
+ */
+#define MAX_GHOSTS 65536
+
 /* Inodes taken out of the table while the kernel still holds them. */
 static struct dcfs_inode *detached;
+static struct dcfs_inode *ghost_head, *ghost_tail;
+static size_t n_ghosts;
+
+/* What a node id dcfs does not hold maps to: pinning it fails (ESTALE). */
+static struct dcfs_inode dead_inode = { .fd = -1 };
 
 static size_t bucket_of(dev_t dev, ino_t ino, size_t nbuckets)
 {
@@ -91,14 +104,69 @@ static bool chain_remove(struct dcfs_inode **pp, struct dcfs_inode *inode)
 	return false;
 }
 
-static void table_remove(struct dcfs_inode *inode)
+/* Returns true if the inode was in the table, false if detached. */
+static bool table_remove(struct dcfs_inode *inode)
 {
 	size_t b = bucket_of(inode->dev, inode->ino, dcfs.nbuckets);
 
-	if (chain_remove(&dcfs.buckets[b], inode))
+	if (chain_remove(&dcfs.buckets[b], inode)) {
 		dcfs.ninodes--;
+		return true;
+	}
+	chain_remove(&detached, inode);
+	return false;
+}
+
+static void ghost_unlink(struct dcfs_inode *inode)
+{
+	if (inode->gprev)
+		inode->gprev->gnext = inode->gnext;
 	else
-		chain_remove(&detached, inode);
+		ghost_head = inode->gnext;
+	if (inode->gnext)
+		inode->gnext->gprev = inode->gprev;
+	else
+		ghost_tail = inode->gprev;
+	inode->gprev = inode->gnext = NULL;
+	inode->ghost = false;
+	n_ghosts--;
+}
+
+static void ghost_append(struct dcfs_inode *inode)
+{
+	inode->ghost = true;
+	inode->gprev = ghost_tail;
+	inode->gnext = NULL;
+	if (ghost_tail)
+		ghost_tail->gnext = inode;
+	else
+		ghost_head = inode;
+	ghost_tail = inode;
+	n_ghosts++;
+}
+
+struct dcfs_inode *dcfs_inode_of(fuse_ino_t ino)
+{
+	struct dcfs_inode *inode;
+
+	if (ino == FUSE_ROOT_ID)
+		return &dcfs.root;
+	pthread_mutex_lock(&dcfs.table_lock);
+	inode = nodeid_find(ino);
+	if (!inode || inode->ghost)
+		inode = &dead_inode;
+	pthread_mutex_unlock(&dcfs.table_lock);
+	return inode;
+}
+
+static void inode_free(struct dcfs_inode *inode)
+{
+	int fd = fdcache_remove(inode);
+
+	if (fd >= 0)
+		close(fd);
+	free(inode->handle);
+	free(inode);
 }
 
 int inode_table_init(const char *backing)
@@ -118,14 +186,27 @@ int inode_table_init(const char *backing)
 	dcfs.root.ino = st.st_ino;
 	dcfs.root.type = S_IFDIR;
 	dcfs.root.nlookup = 2;
+	dcfs.root.nodeid = FUSE_ROOT_ID;
 	dcfs.nbuckets = TABLE_MIN_BUCKETS;
 	dcfs.buckets = calloc(dcfs.nbuckets, sizeof(*dcfs.buckets));
-	if (!dcfs.buckets) {
+	if (!dcfs.buckets || nodeid_init() < 0) {
+		free(dcfs.buckets);
+		dcfs.buckets = NULL;
 		close(fd);
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&dcfs.table_lock, NULL);
+	fdcache_init();
 	return 0;
+}
+
+/* Decides (and logs) the identity mode of the backing filesystem. */
+void inode_table_probe(void)
+{
+	struct stat st;
+
+	if (fstat(dcfs.root.fd, &st) == 0)
+		free(handle_for(dcfs.root.fd, &st));
 }
 
 void inode_table_destroy(void)
@@ -135,8 +216,7 @@ void inode_table_destroy(void)
 
 		for (; p; p = next) {
 			next = p->hnext;
-			close(p->fd);
-			free(p);
+			inode_free(p);
 		}
 	}
 	free(dcfs.buckets);
@@ -144,75 +224,109 @@ void inode_table_destroy(void)
 	while (detached) {
 		struct dcfs_inode *next = detached->hnext;
 
-		close(detached->fd);
-		free(detached);
+		inode_free(detached);
 		detached = next;
 	}
+	ghost_head = ghost_tail = NULL;
+	n_ghosts = 0;
+	nodeid_destroy();
+	handles_destroy();
 	if (dcfs.root.fd >= 0)
 		close(dcfs.root.fd);
 	dcfs.root.fd = -1;
 }
 
-void inode_proc_path(const struct dcfs_inode *inode, char buf[64])
+void inode_proc_path(int fd, char buf[64])
 {
-	snprintf(buf, 64, "/proc/self/fd/%d", inode->fd);
+	snprintf(buf, 64, "/proc/self/fd/%d", fd);
 }
 
 int inode_stat(struct dcfs_inode *inode, struct stat *st)
 {
-	return (int)dcfs_err(fstatat(inode->fd, "", st,
-				     AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+	int fd = inode_pin(inode), err;
+
+	if (fd < 0)
+		return fd;
+	err = (int)dcfs_err(fstatat(fd, "", st,
+				    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+	inode_unpin(inode);
+	return err;
 }
 
 /*
  * An inode number is reused once its file is gone.  If the kernel still
  * holds the old inode (an open, unlinked file), the entry found under the
  * number is a different object: take it out of the table (it lives on
- * until forgotten) so the new file gets an entry of its own.
+ * until forgotten) so the new file gets an entry of its own.  With file
+ * handles the generation in the handle tells; without, the old fd's link
+ * count does.
  */
-static bool is_stale(struct dcfs_inode *inode)
+static bool is_stale(struct dcfs_inode *inode, const struct file_handle *fh)
 {
 	struct stat st;
 
-	return inode != &dcfs.root && fstat(inode->fd, &st) == 0 &&
+	if (inode == &dcfs.root)
+		return false;
+	if (inode->handle && fh)
+		return !handle_equal(inode->handle, fh);
+	return !inode->handle && fstat(inode->fd, &st) == 0 &&
 	       st.st_nlink == 0;
 }
 
 /*
  * Returns the table's inode for (st->st_dev, st->st_ino) with its lookup
- * count raised by one, taking ownership of fd (closed if the inode was
- * already known).
+ * count raised by one, taking ownership of fd and fh (the fd is cached or
+ * closed, the handle kept or freed).
  */
-static struct dcfs_inode *inode_get(int fd, const struct stat *st)
+static struct dcfs_inode *inode_get(int fd, const struct stat *st,
+				    struct file_handle *fh)
 {
 	struct dcfs_inode *inode;
 
 	pthread_mutex_lock(&dcfs.table_lock);
 	inode = table_find(st->st_dev, st->st_ino);
-	if (inode && st->st_nlink > 0 && is_stale(inode)) {
+	if (inode && st->st_nlink > 0 && is_stale(inode, fh)) {
 		table_remove(inode);
-		inode->hnext = detached;
-		detached = inode;
+		if (inode->ghost) {
+			/* Nobody holds it: let it go for good. */
+			ghost_unlink(inode);
+			nodeid_remove(inode);
+			free(inode->handle);
+			free(inode);
+		} else {
+			inode->hnext = detached;
+			detached = inode;
+		}
 		inode = NULL;
 	}
 	if (inode) {
+		if (inode->ghost)
+			ghost_unlink(inode);
 		inode->nlookup++;
+		/* An evicted inode takes the fd the lookup just opened. */
+		if (inode == &dcfs.root || !fdcache_adopt(inode, fd))
+			close(fd);
 		pthread_mutex_unlock(&dcfs.table_lock);
-		close(fd);
+		free(fh);
 		return inode;
 	}
 	inode = calloc(1, sizeof(*inode));
 	if (inode) {
 		inode->fd = fd;
+		inode->handle = fh;
 		inode->dev = st->st_dev;
 		inode->ino = st->st_ino;
 		inode->type = st->st_mode & S_IFMT;
 		inode->nlookup = 1;
 		table_insert(inode);
+		nodeid_assign(inode);
+		fdcache_add(inode);
 	}
 	pthread_mutex_unlock(&dcfs.table_lock);
-	if (!inode)
+	if (!inode) {
 		close(fd);
+		free(fh);
+	}
 	return inode;
 }
 
@@ -234,6 +348,8 @@ static int open_entry(int dirfd, const char *name)
 	};
 	int fd = (int)syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
 
+	if (fd < 0 && fdcache_retry(errno))
+		fd = (int)syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
 	if (fd >= 0)
 		return fd;
 	if (errno != EXDEV && errno != ENOSYS)
@@ -262,22 +378,26 @@ static int entry_from_fd(int fd, struct fuse_entry_param *e)
 		close(fd);
 		return err;
 	}
-	inode = inode_get(fd, &e->attr);
+	inode = inode_get(fd, &e->attr, handle_for(fd, &e->attr));
 	if (!inode)
 		return -ENOMEM;
-	e->ino = inode == &dcfs.root ? FUSE_ROOT_ID : (uintptr_t)inode;
+	e->ino = inode->nodeid;
 	return 0;
 }
 
 int inode_lookup(struct dcfs_inode *parent, const char *name,
 		 struct fuse_entry_param *e)
 {
-	int fd;
+	int fd, pfd;
 
 	/* The mount root is a ceiling: ".." must not reach the backing dir's parent. */
 	if (is_dot_dot_of_root(parent, name))
 		name = ".";
-	fd = open_entry(parent->fd, name);
+	pfd = inode_pin(parent);
+	if (pfd < 0)
+		return pfd;
+	fd = open_entry(pfd, name);
+	inode_unpin(parent);
 	if (fd < 0)
 		return fd;
 	return entry_from_fd(fd, e);
@@ -285,11 +405,15 @@ int inode_lookup(struct dcfs_inode *parent, const char *name,
 
 int inode_lookup_again(struct dcfs_inode *inode, struct fuse_entry_param *e)
 {
-	int fd = fcntl(inode->fd, F_DUPFD_CLOEXEC, 0);
+	int fd = inode_pin(inode), dup;
 
 	if (fd < 0)
+		return fd;
+	dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	inode_unpin(inode);
+	if (dup < 0)
 		return -errno;
-	return entry_from_fd(fd, e);
+	return entry_from_fd(dup, e);
 }
 
 /*
@@ -308,11 +432,29 @@ int inode_lookup_open_fd(int fd, struct fuse_entry_param *e)
 	return entry_from_fd(pfd, e);
 }
 
+/* The oldest ghosts beyond MAX_GHOSTS are let go (table lock held). */
+static struct dcfs_inode *ghosts_trim(void)
+{
+	struct dcfs_inode *freed = NULL;
+
+	while (n_ghosts > MAX_GHOSTS) {
+		struct dcfs_inode *g = ghost_head;
+
+		ghost_unlink(g);
+		table_remove(g);
+		nodeid_remove(g);
+		g->hnext = freed;
+		freed = g;
+	}
+	return freed;
+}
+
 void inode_forget(struct dcfs_inode *inode, uint64_t n)
 {
-	bool dead = false;
+	struct dcfs_inode *dead = NULL;
+	int fd = -1;
 
-	if (inode == &dcfs.root)
+	if (inode == &dcfs.root || inode == &dead_inode)
 		return;
 	pthread_mutex_lock(&dcfs.table_lock);
 	if (n > inode->nlookup) {
@@ -323,12 +465,64 @@ void inode_forget(struct dcfs_inode *inode, uint64_t n)
 	}
 	inode->nlookup -= n;
 	if (inode->nlookup == 0) {
-		table_remove(inode);
-		dead = true;
+		if (table_remove(inode) && inode->handle) {
+			/* Back in the table as a ghost, without its fd. */
+			table_insert(inode);
+			fd = fdcache_remove(inode);
+			ghost_append(inode);
+			dead = ghosts_trim();
+		} else {
+			nodeid_remove(inode);
+			inode->hnext = NULL;
+			dead = inode;
+		}
 	}
 	pthread_mutex_unlock(&dcfs.table_lock);
-	if (dead) {
-		close(inode->fd);
-		free(inode);
+	if (fd >= 0)
+		close(fd);
+	while (dead) {
+		struct dcfs_inode *next = dead->hnext;
+
+		inode_free(dead);
+		dead = next;
 	}
+}
+
+/*
+ * LOOKUP of "." in a node id the kernel no longer holds: what the kernel
+ * sends to decode an NFS file handle of the mount.  A ghost with that id
+ * comes back (same id, as the kernel requires) if its handle still opens
+ * the object inside the tree.  -ENOENT: not a ghost, look up as usual.
+ */
+int inode_lookup_ghost(fuse_ino_t id, struct fuse_entry_param *e)
+{
+	struct dcfs_inode *inode;
+	int fd, err = -ENOENT;
+
+	pthread_mutex_lock(&dcfs.table_lock);
+	inode = nodeid_find(id);
+	if (!inode || !inode->ghost)
+		goto out;
+	fd = handle_reopen(inode);
+	if (fd < 0) {
+		err = fd;
+		goto out;
+	}
+	memset(e, 0, sizeof(*e));
+	if (fstatat(fd, "", &e->attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+		err = -errno;
+		close(fd);
+		goto out;
+	}
+	ghost_unlink(inode);
+	inode->nlookup = 1;
+	if (!fdcache_adopt(inode, fd))
+		close(fd);
+	e->ino = inode->nodeid;
+	e->attr_timeout = dcfs.opt.attr_timeout;
+	e->entry_timeout = dcfs.opt.entry_timeout;
+	err = 0;
+out:
+	pthread_mutex_unlock(&dcfs.table_lock);
+	return err;
 }

@@ -18,16 +18,21 @@
 #include "dcfs_policy.h"
 #include "dcfs_sys.h"
 
-int file_backing_path(const struct dcfs_inode *inode, char *buf, size_t size)
+int file_backing_path(struct dcfs_inode *inode, char *buf, size_t size)
 {
 	size_t blen = strlen(dcfs.opt.backing);
 	char link[64];
+	int fd = inode_pin(inode), err;
 	ssize_t n;
 
-	inode_proc_path(inode, link);
+	if (fd < 0)
+		return fd;
+	inode_proc_path(fd, link);
 	n = readlink(link, buf, size - 1);
-	if (n < 0)
-		return -errno;
+	err = n < 0 ? -errno : 0;
+	inode_unpin(inode);
+	if (err)
+		return err;
 	if ((size_t)n == size - 1)
 		return -ENAMETOOLONG;
 	buf[n] = '\0';

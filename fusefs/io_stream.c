@@ -201,7 +201,7 @@ static void stream_release(struct dcfs_file *f)
 	 * (unless the file was in use when we opened it).
 	 */
 	if (f->target && !f->switch_after) {
-		notify_inval((uintptr_t)f->inode, 0, 0);
+		notify_inval(f->inode->nodeid, 0, 0);
 		if (!f->was_resident)
 			drop_written(f, f->pre_lo, f->seq_next + SEQ_SLACK);
 	}
@@ -226,7 +226,7 @@ const struct dcfs_io io_stream = {
  */
 static void switch_now(struct dcfs_file *f)
 {
-	fuse_ino_t ino = (uintptr_t)f->inode;
+	fuse_ino_t ino = f->inode->nodeid;
 
 	/* Counters stay with the class decided at open (auto, or deferred). */
 	f->switch_after = 0;
@@ -252,7 +252,7 @@ static void trail_inval(struct dcfs_file *f)
 
 	if (upto < f->inval_done + (off_t)f->window)
 		return;
-	notify_inval((uintptr_t)f->inode, f->inval_done, upto - f->inval_done);
+	notify_inval(f->inode->nodeid, f->inval_done, upto - f->inval_done);
 	f->inval_done = upto;
 }
 

@@ -22,8 +22,8 @@ static void warn_low_fd_limit(void)
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536)
-		log_warn("only %llu file descriptors: at most that many files and directories can be in use through the mount at once (raise RLIMIT_NOFILE)\n",
-			 (unsigned long long)rl.rlim_cur);
+		log_warn("only %llu file descriptors: %zu for cached O_PATH fds, the rest for open files and directories and for inodes of filesystems without file handles (raise RLIMIT_NOFILE)\n",
+			 (unsigned long long)rl.rlim_cur, fdcache_budget());
 }
 
 static void dcfs_init(void *userdata, struct fuse_conn_info *conn)
@@ -41,6 +41,9 @@ static void dcfs_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* Node ids are safe to receive back (nodeid.c): allow re-export. */
+	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
 	/* Backing files may change under us; let the kernel notice via mtime. */
 	conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
@@ -48,6 +51,7 @@ static void dcfs_init(void *userdata, struct fuse_conn_info *conn)
 	log_info("mounted %s on %s: max_write %u, max_readahead %u\n",
 		 dcfs.opt.backing, dcfs.opt.mountpoint, conn->max_write,
 		 conn->max_readahead);
+	inode_table_probe();
 	caps_log_startup();
 	warn_low_fd_limit();
 }
@@ -204,12 +208,13 @@ static void free_state(struct fuse_args *args)
 	free(dcfs.opt.backing);
 	free(dcfs.opt.mountpoint);
 	free(dcfs.opt.config);
+	free(dcfs.opt.cache_mode);
 }
 
 /*
- * Every inode the kernel has looked up holds an O_PATH fd, so a tree of a
- * few hundred thousand files needs as many descriptors: raise the limit as
- * far as the system allows.
+ * Open files hold a backing fd each, and inodes of filesystems without file
+ * handles an O_PATH fd each; the O_PATH cache takes half the limit: raise
+ * it as far as the system allows.
  */
 static void raise_fd_limit(void)
 {

@@ -30,6 +30,7 @@ static const struct fuse_opt dcfs_opts[] = {
 	DCFS_OPT("config=%s", config, 0),
 	DCFS_OPT("attr_timeout=%lf", attr_timeout, 0),
 	DCFS_OPT("entry_timeout=%lf", entry_timeout, 0),
+	DCFS_OPT("cache=%s", cache_mode, 0),
 	DCFS_OPT("nonempty", nonempty, 1),
 	DCFS_OPT("nodefault_permissions", nodefault_permissions, 1),
 	DCFS_OPT("max_threads=%d", max_threads, 0),
@@ -118,16 +119,52 @@ static int default_threads(void)
 	return n < 2 ? 2 : n > 16 ? 16 : (int)n;
 }
 
+/*
+ * cache=MODE, after virtiofsd: how long the kernel may trust what it
+ * learnt about names and attributes.
+ *  never   0 s: every access asks dcfs (backing tree changed by others all
+ *          the time);
+ *  auto    1 s, no negative entries (default): changes made directly in the
+ *          backing tree show within a second;
+ *  always  1 day, negative entries cached too: for trees changed only
+ *          through this mount, where metadata runs at close to native speed.
+ * An explicit attr_timeout= / entry_timeout= wins over the mode.
+ */
+static int apply_cache_mode(struct dcfs_options *opt)
+{
+	double t;
+
+	if (!opt->cache_mode || strcmp(opt->cache_mode, "auto") == 0)
+		t = 1.0;
+	else if (strcmp(opt->cache_mode, "never") == 0)
+		t = 0.0;
+	else if (strcmp(opt->cache_mode, "always") == 0)
+		t = 86400.0;
+	else {
+		fprintf(stderr,
+			"dcfs: bad cache mode '%s' (expected never, auto or always)\n",
+			opt->cache_mode);
+		return -EINVAL;
+	}
+	opt->negative_timeout = opt->cache_mode &&
+				strcmp(opt->cache_mode, "always") == 0 ? t : 0.0;
+	if (opt->attr_timeout < 0)
+		opt->attr_timeout = t;
+	if (opt->entry_timeout < 0)
+		opt->entry_timeout = t;
+	return 0;
+}
+
 int options_parse(struct fuse_args *args, struct dcfs_options *opt)
 {
-	opt->attr_timeout = 1.0;
-	opt->entry_timeout = 1.0;
+	opt->attr_timeout = -1.0;
+	opt->entry_timeout = -1.0;
 	opt->max_threads = default_threads();
 	opt->max_idle_threads = -1;
 	opt->stop_timeout = DCFS_STOP_TIMEOUT;
 	if (fuse_opt_parse(args, opt, dcfs_opts, opt_proc) < 0)
 		return -EINVAL;
-	return 0;
+	return apply_cache_mode(opt);
 }
 
 void options_usage(const char *prog)
@@ -143,6 +180,8 @@ void options_usage(const char *prog)
 	       "    -o config=PATH         policy file (see dcfs.conf(5))\n"
 	       "    -o attr_timeout=SECS   attribute cache timeout (1)\n"
 	       "    -o entry_timeout=SECS  name cache timeout (1)\n"
+	       "    -o cache=MODE          never, auto (default) or always: how long\n"
+	       "                           the kernel trusts names and attributes\n"
 	       "    -o nonempty            allow a non-empty mount point\n"
 	       "    -o nodefault_permissions  do not let the kernel check permissions\n"
 	       "    -o max_threads=N       worker threads (default: CPUs, at least 2)\n"

@@ -3,9 +3,12 @@
  * dcfs — shared types of the daemon.
  *
  * Invariants:
- *  - Every FUSE node id is the address of a struct dcfs_inode that holds an
- *    O_PATH fd on the backing object; identity is (st_dev, st_ino), never a
- *    path, so renames and hard links cannot confuse the table.
+ *  - Every FUSE node id is a number from nodeid.c, looked up on every
+ *    request (never an address); identity is (st_dev, st_ino), never a path, so renames and hard links cannot
+ *    confuse the table.  The inode reaches its backing object through an
+ *    O_PATH fd, which the fd cache may close when the inode has a file
+ *    handle to reopen it from: use it only between inode_pin() and
+ *    inode_unpin().
  *  - An inode lives while nlookup > 0 (the kernel's lookup count); the root
  *    is never freed.
  *  - Internal functions return >= 0 on success or -errno; every low-level
@@ -28,9 +31,20 @@
 /* Default seconds a SIGTERM waits for open files (-o stop_timeout). */
 #define DCFS_STOP_TIMEOUT 30
 
+struct file_handle;
+
 struct dcfs_inode {
 	struct dcfs_inode *hnext; /* hash chain, protected by table lock */
-	int fd;			  /* O_PATH|O_NOFOLLOW on the backing object */
+	struct dcfs_inode *idnext; /* node id chain (nodeid.c), table lock */
+	uint64_t nodeid;	   /* what the kernel knows it by */
+	bool ghost; /* forgotten by the kernel, kept for export (inode.c) */
+	struct dcfs_inode *gprev, *gnext; /* ghost list, table lock */
+	/* O_PATH on the backing object, -1 while evicted (fdcache.c) */
+	int fd;
+	struct file_handle *handle; /* NULL: the fd is never evicted */
+	unsigned int pins;	    /* fd users; fd, pins, lru_*: cache lock */
+	bool on_lru;
+	struct dcfs_inode *lru_prev, *lru_next;
 	dev_t dev;
 	ino_t ino;
 	mode_t type; /* S_IFMT bits; fixed for the inode's life */
@@ -104,6 +118,8 @@ struct dcfs_options {
 	char *config;
 	double attr_timeout;
 	double entry_timeout;
+	double negative_timeout; /* 0: a missing name is not cached */
+	char *cache_mode;
 	int nonempty;
 	int nodefault_permissions;
 	int max_threads;
@@ -140,12 +156,12 @@ static inline long dcfs_err(long ret)
 	return ret < 0 ? -errno : ret;
 }
 
-static inline struct dcfs_inode *dcfs_inode_of(fuse_ino_t ino)
-{
-	if (ino == FUSE_ROOT_ID)
-		return &dcfs.root;
-	return (struct dcfs_inode *)(uintptr_t)ino;
-}
+/*
+ * The inode of a node id from the kernel.  An id dcfs does not hold maps
+ * to a placeholder whose inode_pin() fails with ESTALE, so handlers never
+ * dereference what the kernel sent.
+ */
+struct dcfs_inode *dcfs_inode_of(fuse_ino_t ino);
 
 static inline struct dcfs_file *dcfs_file_of(struct fuse_file_info *fi)
 {
@@ -166,13 +182,44 @@ void dcfs_log_set_level(int level);
 /* inode.c */
 int inode_table_init(const char *backing);
 void inode_table_destroy(void);
+void inode_table_probe(void);
 int inode_lookup(struct dcfs_inode *parent, const char *name,
 		 struct fuse_entry_param *e);
 int inode_lookup_again(struct dcfs_inode *inode, struct fuse_entry_param *e);
 int inode_lookup_open_fd(int fd, struct fuse_entry_param *e);
+int inode_lookup_ghost(fuse_ino_t id, struct fuse_entry_param *e);
 void inode_forget(struct dcfs_inode *inode, uint64_t n);
 int inode_stat(struct dcfs_inode *inode, struct stat *st);
-void inode_proc_path(const struct dcfs_inode *inode, char buf[64]);
+void inode_proc_path(int fd, char buf[64]);
+
+/* fdcache.c */
+struct fdcache_stats {
+	size_t cached, peak, budget;
+	unsigned long reopens, evictions;
+};
+void fdcache_init(void);
+size_t fdcache_budget(void);
+int inode_pin(struct dcfs_inode *inode);
+void inode_unpin(struct dcfs_inode *inode);
+void fdcache_add(struct dcfs_inode *inode);
+bool fdcache_adopt(struct dcfs_inode *inode, int fd);
+int fdcache_remove(struct dcfs_inode *inode);
+bool fdcache_retry(int err);
+void fdcache_report(int err, const char *what);
+void fdcache_stats(struct fdcache_stats *s);
+
+/* handle.c */
+struct file_handle *handle_for(int fd, const struct stat *st);
+bool handle_equal(const struct file_handle *a, const struct file_handle *b);
+int handle_reopen(const struct dcfs_inode *inode);
+void handles_destroy(void);
+
+/* nodeid.c (called with the inode table lock held) */
+int nodeid_init(void);
+void nodeid_destroy(void);
+void nodeid_assign(struct dcfs_inode *inode);
+void nodeid_remove(struct dcfs_inode *inode);
+struct dcfs_inode *nodeid_find(uint64_t id);
 
 /* guard.c */
 int guard_mountpoint(const char *backing, const char *mountpoint);
@@ -217,7 +264,7 @@ void plain_read(fuse_req_t req, struct dcfs_file *f, size_t size, off_t off);
 ssize_t plain_write(struct dcfs_file *f, struct fuse_bufvec *in, off_t off);
 int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi);
 void io_account(struct dcfs_file *f, off_t off, size_t n);
-int file_backing_path(const struct dcfs_inode *inode, char *buf, size_t size);
+int file_backing_path(struct dcfs_inode *inode, char *buf, size_t size);
 int caller_comm(fuse_req_t req, char comm[16]);
 
 /* cli.c, reload.c */

@@ -21,6 +21,7 @@
 Suite *policy_suite(void); /* test_policy.c */
 Suite *stream_suite(void); /* test_stream.c */
 Suite *security_suite(void); /* test_security.c */
+Suite *scale_suite(void); /* test_scale.c */
 Suite *ops_suite(void); /* test_ops.c */
 
 static const struct config configs[] = {
@@ -107,6 +108,7 @@ int main(void)
 		srunner_add_suite(sr, policy_suite());
 		srunner_add_suite(sr, stream_suite());
 		srunner_add_suite(sr, security_suite());
+		srunner_add_suite(sr, scale_suite());
 		srunner_add_suite(sr, ops_suite());
 	}
 	if (!getenv("CK_FORK"))

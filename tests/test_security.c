@@ -782,10 +782,18 @@ START_TEST(sec_virtual_xattrs_privacy)
 }
 END_TEST
 
+/* In the runner process, so every forked test shares one backing fs. */
+static void sec_setup(void)
+{
+	char err[512];
+	backing_root(FS_EXT4, err, sizeof err);
+}
+
 Suite *security_suite(void)
 {
 	Suite *s = suite_create("security");
 	TCase *tc = tcase_create("security-ext4");
+	tcase_add_unchecked_fixture(tc, sec_setup, NULL);
 	tcase_set_timeout(tc, 120 * deadline_scale());
 	tcase_add_loop_test(tc, sec_create_chmod_race, 0, 2);
 	tcase_add_loop_test(tc, sec_create_open_race, 0, 2);

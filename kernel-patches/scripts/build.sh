@@ -1,5 +1,6 @@
 #!/bin/bash
-# make uml: build the patched and the unpatched (control) ARCH=um kernels.
+# make uml: build the patched ARCH=um kernel; build.sh control (make
+# uml-control) builds the unpatched control kernel.
 #
 # Each variant has one build directory ($CACHE/build/<variant> is a symlink
 # to it) holding a git worktree (src) and the O= output (out).  The input
@@ -19,21 +20,28 @@ ensure_base_repo
 
 REQUIRED="F2FS_FS F2FS_CHECK_FS F2FS_FS_COMPRESSION FUSE_FS BLK_DEV_UBD HOSTFS
 DEVTMPFS MEMCG MEMCG_V1 CACHESTAT_SYSCALL DEBUG_ATOMIC_SLEEP PROVE_LOCKING
-DEBUG_VM MAGIC_SYSRQ FS_VERITY QUOTA TMPFS"
+DEBUG_VM MAGIC_SYSRQ FS_VERITY QUOTA TMPFS COMPACTION MIGRATION
+BLK_DEV_NULL_BLK"
+
+# Kconfig fragments of variant $1, merged in this order on top of defconfig.
+fragments() {
+	echo "$KP_DIR/uml.config"
+	[ "$1" != kasan ] || echo "$KP_DIR/uml-kasan.config"
+}
 
 input_hash() {	# $1 = variant
 	{
 		tarball_id
 		echo "recipe $BUILD_RECIPE"
-		cat "$KP_DIR/uml.config"
-		if [ "$1" = patched ]; then
+		fragments "$1" | xargs cat
+		if [ "$1" != control ]; then
 			series_patches | while read -r p; do cat "$p"; done
 		fi
 	} | sha256sum | cut -c1-16
 }
 
-config_hash() {
-	{ tarball_id; echo "recipe $BUILD_RECIPE"; cat "$KP_DIR/uml.config"; } |
+config_hash() {	# $1 = variant
+	{ tarball_id; echo "recipe $BUILD_RECIPE"; fragments "$1" | xargs cat; } |
 		sha256sum | cut -c1-16
 }
 
@@ -79,19 +87,21 @@ build_variant() {	# $1 = variant
 		git -C "$BASE_REPO" worktree add -q --detach "$src" "$commit"
 	fi
 	mkdir -p "$out"
-	if [ "$(cat "$dir/config" 2>/dev/null)" != "$(config_hash)" ] ||
+	if [ "$(cat "$dir/config" 2>/dev/null)" != "$(config_hash "$v")" ] ||
 	   [ ! -f "$out/.config" ]; then
 		(
 			cd "$src"
 			make -s ARCH=um O="$out" defconfig
+			# shellcheck disable=SC2046
 			scripts/kconfig/merge_config.sh -m -O "$out" \
-				"$out/.config" "$KP_DIR/uml.config" >/dev/null
+				"$out/.config" $(fragments "$v") >/dev/null
 			make -s ARCH=um O="$out" olddefconfig
 		)
-		config_hash > "$dir/config"
+		config_hash "$v" > "$dir/config"
 	fi
-	local o
-	for o in $REQUIRED; do
+	local o req=$REQUIRED
+	[ "$v" != kasan ] || req="$req KASAN"
+	for o in $req; do
 		grep -q "^CONFIG_$o=y" "$out/.config" ||
 			die "CONFIG_$o not enabled in $v config"
 	done
@@ -104,7 +114,8 @@ build_variant() {	# $1 = variant
 	log "$v kernel built in $(( $(date +%s) - start ))s"
 }
 
-build_variant patched
-build_variant control
-log "uml: patched=$(readlink -f "$CACHE/build/patched")/out/linux"
-log "uml: control=$(readlink -f "$CACHE/build/control")/out/linux"
+# variants to build: patched (default), control, kasan (see the Makefile)
+for v in "${@:-patched}"; do
+	build_variant "$v"
+	log "uml: $v=$(readlink -f "$CACHE/build/$v")/out/linux"
+done

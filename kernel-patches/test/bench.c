@@ -1,16 +1,26 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Sequential write benchmark, normal buffered vs RWF_DONTCACHE.
+ * Sequential write / read benchmark, normal buffered vs RWF_DONTCACHE, run
+ * inside the UML guest (test/bench-guest.sh).
  *
- *   bench FILE MIB REQ_BYTES normal|dontcache
+ *   bench write FILE MIB REQ normal|dontcache [CGROUP_DIR]
+ *   bench read  FILE REQ normal|dontcache [CGROUP_DIR]
  *
- * Writes MIB MiB to FILE with REQ_BYTES requests, then fsync()s it (the
+ * write: writes MIB MiB to FILE with REQ-byte requests, then fsync()s (the
  * throughput includes the fsync, so both modes pay for writeback), then
- * waits up to 10 s for drop-behind to finish.  Prints one table row:
- *   req mode MB/s resident_pages avg_Cached_MiB kswapd_scan kswapd_steal
- *   direct_scan direct_steal
+ * waits up to 10 s for drop-behind to finish.  read: reads FILE (which the
+ * caller wrote and evicted) with REQ-byte requests.
+ *
+ * Prints one line of key=value pairs: MB/s, the target file's resident
+ * pages at the end (cachestat), averages of /proc/meminfo Cached, Dirty,
+ * Writeback, Active(file), Inactive(file) sampled every 100 ms (MiB),
+ * kswapd0's CPU time and the pgscan/pgsteal kswapd/direct deltas from
+ * /proc/vmstat; with CGROUP_DIR also the average of memory.current (MiB)
+ * and the cgroup's memory.stat pgscan/pgsteal deltas.  The caller moves the
+ * process into the cgroup.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -31,9 +41,15 @@
 struct cs_range { uint64_t off, len; };
 struct cs_stat { uint64_t c, d, w, e, re; };
 
+static const char *const mem_keys[] = {
+	"Cached", "Dirty", "Writeback", "Active(file)", "Inactive(file)",
+};
+#define NKEYS 5
+
 static volatile int running = 1;
-static double cached_sum;
-static long cached_n;
+static double mem_sum[NKEYS], cg_sum;
+static long nsamples;
+static const char *cgdir;
 
 static double now(void)
 {
@@ -43,29 +59,32 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static long meminfo_kb(const char *key)
+static void meminfo(double *mib)
 {
 	char line[256];
-	long v = -1;
-	size_t kl = strlen(key);
 	FILE *f = fopen("/proc/meminfo", "r");
+	int i;
 
+	for (i = 0; i < NKEYS; i++)
+		mib[i] = 0;
 	if (!f)
-		return -1;
+		return;
 	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, kl) && line[kl] == ':') {
-			v = atol(line + kl + 1);
-			break;
+		for (i = 0; i < NKEYS; i++) {
+			size_t kl = strlen(mem_keys[i]);
+
+			if (!strncmp(line, mem_keys[i], kl) && line[kl] == ':')
+				mib[i] = atol(line + kl + 1) / 1024.0;
 		}
 	fclose(f);
-	return v;
 }
 
-static long long vmstat(const char *key)
+/* value of KEY in a "key value" file such as /proc/vmstat or memory.stat */
+static long long keyval(const char *file, const char *key)
 {
 	char name[128];
 	long long v, r = 0;
-	FILE *f = fopen("/proc/vmstat", "r");
+	FILE *f = fopen(file, "r");
 
 	if (!f)
 		return 0;
@@ -76,12 +95,81 @@ static long long vmstat(const char *key)
 	return r;
 }
 
+static long long read_ll(const char *file)
+{
+	long long v = 0;
+	FILE *f = fopen(file, "r");
+
+	if (f) {
+		if (fscanf(f, "%lld", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v;
+}
+
+/* utime + stime of kswapd0 in clock ticks */
+static long long kswapd_ticks(void)
+{
+	static char statpath[300];
+	char buf[1024], *p;
+	unsigned long long ut, st;
+	FILE *f;
+
+	if (!statpath[0]) {
+		DIR *d = opendir("/proc");
+		struct dirent *e;
+
+		while (d && (e = readdir(d))) {
+			char cp[300], comm[64] = "";
+			FILE *c;
+
+			snprintf(cp, sizeof(cp), "/proc/%s/comm", e->d_name);
+			c = fopen(cp, "r");
+			if (!c)
+				continue;
+			if (fgets(comm, sizeof(comm), c) &&
+			    !strcmp(comm, "kswapd0\n"))
+				snprintf(statpath, sizeof(statpath),
+					 "/proc/%s/stat", e->d_name);
+			fclose(c);
+		}
+		if (d)
+			closedir(d);
+	}
+	f = fopen(statpath, "r");
+	if (!f)
+		return 0;
+	if (!fgets(buf, sizeof(buf), f)) {
+		fclose(f);
+		return 0;
+	}
+	fclose(f);
+	p = strrchr(buf, ')');
+	/* fields after ")": state ppid pgrp session tty tpgid flags minflt
+	 * cminflt majflt cmajflt utime stime */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+			 "%llu %llu", &ut, &st) != 2)
+		return 0;
+	return ut + st;
+}
+
 static void *sampler(void *arg)
 {
+	char cur[300];
+	double m[NKEYS];
+	int i;
+
 	(void)arg;
+	if (cgdir)
+		snprintf(cur, sizeof(cur), "%s/memory.current", cgdir);
 	while (running) {
-		cached_sum += meminfo_kb("Cached") / 1024.0;
-		cached_n++;
+		meminfo(m);
+		for (i = 0; i < NKEYS; i++)
+			mem_sum[i] += m[i];
+		if (cgdir)
+			cg_sum += read_ll(cur) / 1048576.0;
+		nsamples++;
 		usleep(100000);
 	}
 	return NULL;
@@ -99,65 +187,117 @@ static uint64_t resident(int fd)
 
 int main(int argc, char **argv)
 {
-	const char *keys[] = { "pgscan_kswapd", "pgsteal_kswapd",
-			       "pgscan_direct", "pgsteal_direct" };
-	long long before[4], after[4];
-	size_t total, req, done;
+	static const char *const keys[] = {
+		"pgscan_kswapd", "pgsteal_kswapd", "pgscan_direct",
+		"pgsteal_direct",
+	};
+	long long before[4], after[4], cg0[2] = { 0, 0 }, cg1[2] = { 0, 0 };
+	long long k0, k1;
+	char cgstat[300] = "";
+	size_t total = 0, req, done;
+	int fd, flags, i, wr;
 	unsigned char *buf;
+	const char *mode;
 	pthread_t th;
 	double t0, t;
 	uint64_t res;
-	int fd, flags, i;
 
-	if (argc != 5) {
-		fprintf(stderr, "usage: %s FILE MIB REQ normal|dontcache\n",
-			argv[0]);
+	wr = argc >= 6 && !strcmp(argv[1], "write");
+	if (!wr && !(argc >= 5 && !strcmp(argv[1], "read"))) {
+		fprintf(stderr, "usage: %s write FILE MIB REQ normal|dontcache [CG]\n"
+			"       %s read FILE REQ normal|dontcache [CG]\n",
+			argv[0], argv[0]);
 		return 2;
 	}
-	total = strtoul(argv[2], NULL, 0) << 20;
-	req = strtoul(argv[3], NULL, 0);
-	flags = strcmp(argv[4], "dontcache") ? 0 : RWF_DONTCACHE;
+	if (wr) {
+		total = strtoul(argv[3], NULL, 0) << 20;
+		req = strtoul(argv[4], NULL, 0);
+		mode = argv[5];
+		cgdir = argc > 6 ? argv[6] : NULL;
+	} else {
+		req = strtoul(argv[3], NULL, 0);
+		mode = argv[4];
+		cgdir = argc > 5 ? argv[5] : NULL;
+	}
+	flags = strcmp(mode, "dontcache") ? 0 : RWF_DONTCACHE;
 	buf = aligned_alloc(4096, req);
 	if (!buf)
 		return 1;
-	for (i = 0; (size_t)i < req; i++)
-		buf[i] = (unsigned char)(i * 131 + 7);
+	for (done = 0; done < req; done++)
+		buf[done] = (unsigned char)(done * 131 + 7);
 
-	fd = open(argv[1], O_RDWR | O_CREAT | O_TRUNC, 0644);
+	fd = open(argv[2], wr ? O_RDWR | O_CREAT | O_TRUNC : O_RDONLY, 0644);
 	if (fd < 0) {
-		perror(argv[1]);
+		perror(argv[2]);
 		return 1;
 	}
+	if (!wr) {
+		total = lseek(fd, 0, SEEK_END);
+		lseek(fd, 0, SEEK_SET);
+	}
+	if (cgdir) {
+		snprintf(cgstat, sizeof(cgstat), "%s/memory.stat", cgdir);
+		cg0[0] = keyval(cgstat, "pgscan");
+		cg0[1] = keyval(cgstat, "pgsteal");
+	}
 	for (i = 0; i < 4; i++)
-		before[i] = vmstat(keys[i]);
+		before[i] = keyval("/proc/vmstat", keys[i]);
+	k0 = kswapd_ticks();
 	pthread_create(&th, NULL, sampler, NULL);
 	t0 = now();
 	for (done = 0; done < total; done += req) {
 		struct iovec iov = { buf, req };
+		ssize_t n = wr ? pwritev2(fd, &iov, 1, done, flags) :
+				 preadv2(fd, &iov, 1, done, flags);
 
-		if (pwritev2(fd, &iov, 1, done, flags) != (ssize_t)req) {
-			perror("pwritev2");
+		if (n != (ssize_t)req) {
+			perror(wr ? "pwritev2" : "preadv2");
 			return 1;
 		}
 	}
-	if (fsync(fd)) {
+	if (wr && fsync(fd)) {
 		perror("fsync");
 		return 1;
 	}
 	t = now() - t0;
 	running = 0;
 	pthread_join(th, NULL);
+	if (!nsamples) {	/* shorter than one sampling interval */
+		double m[NKEYS];
+
+		meminfo(m);
+		for (i = 0; i < NKEYS; i++)
+			mem_sum[i] = m[i];
+		nsamples = 1;
+	}
 	/* drop-behind completes asynchronously after writeback */
-	for (i = 0; i < 500 && (res = resident(fd)) != 0 && flags; i++)
+	for (i = 0; i < 500 && flags && resident(fd) != 0; i++)
 		usleep(20000);
 	res = resident(fd);
+	k1 = kswapd_ticks();
 	for (i = 0; i < 4; i++)
-		after[i] = vmstat(keys[i]);
-	printf("%8zu %-9s %8.1f %10llu %10.1f %12lld %12lld %12lld %12lld\n",
-	       req, argv[4], total / 1e6 / t, (unsigned long long)res,
-	       cached_n ? cached_sum / cached_n : 0.0,
+		after[i] = keyval("/proc/vmstat", keys[i]);
+	if (cgdir) {
+		cg1[0] = keyval(cgstat, "pgscan");
+		cg1[1] = keyval(cgstat, "pgsteal");
+	}
+	if (!nsamples)
+		nsamples = 1;
+	printf("req=%zu mode=%s mbps=%.1f resident=%llu cached=%.1f dirty=%.1f "
+	       "writeback=%.1f active_file=%.1f inactive_file=%.1f "
+	       "kswapd_cpu=%.2f kswapd_scan=%lld kswapd_steal=%lld "
+	       "direct_scan=%lld direct_steal=%lld",
+	       req, mode, total / 1e6 / t, (unsigned long long)res,
+	       mem_sum[0] / nsamples, mem_sum[1] / nsamples,
+	       mem_sum[2] / nsamples, mem_sum[3] / nsamples,
+	       mem_sum[4] / nsamples,
+	       (double)(k1 - k0) / sysconf(_SC_CLK_TCK),
 	       after[0] - before[0], after[1] - before[1],
 	       after[2] - before[2], after[3] - before[3]);
+	if (cgdir)
+		printf(" memcg_current=%.1f memcg_scan=%lld memcg_steal=%lld",
+		       cg_sum / nsamples, cg1[0] - cg0[0], cg1[1] - cg0[1]);
+	printf("\n");
 	close(fd);
 	return 0;
 }

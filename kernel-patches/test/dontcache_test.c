@@ -5,13 +5,29 @@
  *   dontcache_test control MNT        unpatched kernel: expect EOPNOTSUPP
  *   dontcache_test run MNT DEV SYSFS HOSTDIR
  *                                     patched kernel: the full test
- *   dontcache_test stream FILE MIB write|read|both
+ *   dontcache_test stream FILE MIB write|read|both [BACKING]
  *                                     write FILE (plain writes, 1 MiB
- *                                     requests) and/or read it back/verify
+ *                                     requests) and/or read it back/verify;
+ *                                     BACKING: wait for 0 resident pages in
+ *                                     it before closing FILE
  *   dontcache_test resident FILE SECS wait until FILE has 0 resident pages
+ *   dontcache_test quick MNT          the write/read/append residency checks
+ *                                     only (no remount, no sysfs knobs)
+ *   dontcache_test race MNT DEV ROUNDS
+ *                                     uncached writes racing unlink,
+ *                                     truncate and umount (for KASAN and
+ *                                     lockdep; passes if nothing fails and
+ *                                     the kernel log stays clean)
  *
  * MNT is an F2FS mount of DEV (mounted by the caller); SYSFS is the
- * /sys/fs/f2fs/<dev> directory of that mount.  Output is one line per check
+ * /sys/fs/f2fs/<dev> directory of that mount.
+ *
+ * "run" first switches the periodic writeback flusher off for the test's
+ * lifetime (dirty_writeback_centisecs = 0, dirty_expire_centisecs and the
+ * background threshold raised) and checks that plain buffered writes then
+ * stay dirty.  Every "0 pages resident" check after an RWF_DONTCACHE write
+ * therefore only passes if the write itself started the writeback (the
+ * kick in generic_write_sync()) and its completion dropped the folios.  Output is one line per check
  * and a closing "N passed, N failed" line; the exit status is 0 only if
  * nothing failed.
  */
@@ -29,8 +45,10 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <pthread.h>
 
 #ifndef RWF_DONTCACHE
 #define RWF_DONTCACHE 0x00000080
@@ -299,7 +317,7 @@ static void test_size(size_t reqsz)
 	t = now() - t0;
 	check(ok, "%7zu B requests: RWF_DONTCACHE write of %lu MiB (%.2fs)",
 	      reqsz, f->size / MIB, t);
-	ok = wait_resident(fd, 0, 60, &t, &cs);
+	ok = wait_resident(fd, 0, 10, &t, &cs);
 	check(ok, "%7zu B requests: 0 pages resident after write+writeback "
 	      "(took %.2fs; cache=%llu dirty=%llu wb=%llu)", reqsz,
 	      ok ? t : -1.0, (unsigned long long)cs.nr_cache,
@@ -454,6 +472,182 @@ static void test_ipu(const char *sysfs)
 	close(fd);
 }
 
+static void write_file_checked(const char *p, const char *val)
+{
+	char got[64] = "";
+	int fd;
+	ssize_t n;
+
+	fd = open(p, O_RDWR);
+	if (fd < 0)
+		die(p);
+	if (write(fd, val, strlen(val)) != (ssize_t)strlen(val))
+		die(p);
+	n = pread(fd, got, sizeof(got) - 1, 0);
+	got[n > 0 ? n : 0] = 0;
+	close(fd);
+	check(atoi(got) == atoi(val), "%s = %s (read back %d)", p, val,
+	      atoi(got));
+}
+
+static void write_sysctl(const char *name, const char *val)
+{
+	char p[256];
+
+	snprintf(p, sizeof(p), "/proc/sys/vm/%s", name);
+	write_file_checked(p, val);
+}
+
+/*
+ * Switch the flusher off, so that only the RWF_DONTCACHE kick can write the
+ * data back, and prove it: a normal buffered write must stay dirty.
+ */
+static void flusher_off(void)
+{
+	struct tfile *f;
+	struct cs_stat cs;
+	unsigned char *buf;
+	int fd;
+
+	struct stat st;
+	char p[128];
+
+	write_sysctl("dirty_writeback_centisecs", "0");
+	write_sysctl("dirty_expire_centisecs", "360000");
+	write_sysctl("dirty_ratio", "90");
+	write_sysctl("dirty_background_ratio", "80");
+	/*
+	 * A freshly mounted device has written nothing yet, so its share of
+	 * the background threshold is ~0 and the first dirty pages start
+	 * background writeback anyway; a minimum share of 50 % avoids that.
+	 */
+	if (stat(mnt, &st))
+		die(mnt);
+	snprintf(p, sizeof(p), "/sys/class/bdi/%u:%u/min_ratio",
+		 major(st.st_dev), minor(st.st_dev));
+	write_file_checked(p, "50");
+
+	f = new_file("flusher", MIB);
+	fill(f->model, f->size, 0, 99);
+	fd = open_file(f->name, O_RDWR | O_CREAT | O_TRUNC);
+	buf = f->model;
+	if (!do_write(fd, buf, 0, f->size, 64 * KIB, 0))
+		die("flusher: write");
+	sleep(6);
+	if (cachestat(fd, &cs))
+		die("cachestat");
+	check(cs.nr_dirty == f->size / PAGE,
+	      "flusher off: a normal 1 MiB write is still dirty after 6 s "
+	      "(dirty=%llu of %lu)", (unsigned long long)cs.nr_dirty,
+	      f->size / PAGE);
+	close(fd);
+}
+
+/*
+ * Appends that do not end on a page boundary: every write after the first
+ * starts inside the page that holds EOF, which the previous write left as a
+ * drop-behind folio (often still under writeback).  reqs[] is the request
+ * size pattern, repeated until the file is FILE_SIZE bytes long.
+ */
+static void test_append(const char *name, const size_t *reqs, int nreqs)
+{
+	struct tfile *f = new_file(name, FILE_SIZE);
+	struct cs_stat cs;
+	size_t off = 0;
+	double t;
+	int fd, i = 0, ok = 1;
+
+	fill(f->model, f->size, 0, 5000 + reqs[0]);
+	fd = open_file(f->name, O_RDWR | O_CREAT | O_TRUNC);
+	while (ok && off < f->size) {
+		size_t n = reqs[i++ % nreqs];
+
+		if (n > f->size - off)
+			n = f->size - off;
+		ok = do_write(fd, f->model, off, n, n, RWF_DONTCACHE);
+		off += n;
+	}
+	check(ok, "%s: RWF_DONTCACHE appends of %lu MiB", name,
+	      f->size / MIB);
+	ok = wait_resident(fd, 0, 10, &t, &cs);
+	check(ok, "%s: 0 of %lu pages resident after the appends "
+	      "(took %.2fs; cache=%llu dirty=%llu wb=%llu)", name,
+	      f->size / PAGE, ok ? t : -1.0, (unsigned long long)cs.nr_cache,
+	      (unsigned long long)cs.nr_dirty,
+	      (unsigned long long)cs.nr_writeback);
+	ok = do_read_verify(fd, f->model, f->size, 64 * KIB, 0);
+	check(ok, "%s: appended data reads back right", name);
+	close(fd);
+}
+
+static void test_appends(void)
+{
+	static const size_t a4000[] = { 4000 };
+	static const size_t a10000[] = { 10000 };
+	/* what FUSE makes of 1 MiB application writes (see README) */
+	static const size_t split[] = { 1048560, 16 };
+
+	test_append("app_4000", a4000, 1);
+	test_append("app_10000", a10000, 1);
+	test_append("app_split", split, 2);
+}
+
+static long long vmstat(const char *name);
+
+static volatile int compact_stop;
+
+static void *compact_fn(void *arg)
+{
+	int fd = open("/proc/sys/vm/compact_memory", O_WRONLY);
+
+	(void)arg;
+	if (fd < 0)
+		return NULL;
+	while (!compact_stop)
+		if (pwrite(fd, "1", 1, 0) != 1)
+			break;
+	close(fd);
+	return NULL;
+}
+
+/*
+ * Uncached writes while another thread compacts memory all the time, so that
+ * page migration runs alongside drop-behind folios (under lockdep etc.).
+ * This does not prove that migration keeps the drop-behind mark: with that
+ * hunk of patch 1 reverted it still passes, the folios that get migrated are
+ * (almost) never drop-behind folios between dirtying and writeback.
+ */
+static void test_compaction(void)
+{
+	struct tfile *f = new_file("compact", 32 * MIB);
+	long long m0 = vmstat("pgmigrate_success");
+	struct cs_stat cs;
+	pthread_t th;
+	double t;
+	int fd, ok, round;
+
+	fill(f->model, f->size, 0, 6000);
+	compact_stop = 0;
+	if (pthread_create(&th, NULL, compact_fn, NULL))
+		die("pthread_create");
+	fd = open_file(f->name, O_RDWR | O_CREAT | O_TRUNC);
+	ok = 1;
+	for (round = 0; ok && round < 4; round++)
+		ok = do_write(fd, f->model, 0, f->size, 4 * MIB,
+			      RWF_DONTCACHE);
+	compact_stop = 1;
+	pthread_join(th, NULL);
+	check(ok, "compaction: 4 x %lu MiB RWF_DONTCACHE writes while "
+	      "compacting (%lld pages migrated)", f->size / MIB,
+	      vmstat("pgmigrate_success") - m0);
+	ok = wait_resident(fd, 0, 10, &t, &cs);
+	check(ok, "compaction: 0 of %lu pages resident (cache=%llu dirty=%llu "
+	      "wb=%llu)", f->size / PAGE, (unsigned long long)cs.nr_cache,
+	      (unsigned long long)cs.nr_dirty,
+	      (unsigned long long)cs.nr_writeback);
+	close(fd);
+}
+
 static void test_unsupported(const char *hostdir)
 {
 	char p[4096];
@@ -499,9 +693,14 @@ static void test_unsupported(const char *hostdir)
 /* after unmount + mount, every file must hold exactly the model data */
 static void verify_after_remount(const char *dev)
 {
-	unsigned char *buf = malloc(FILE_SIZE + PAGE);
+	unsigned char *buf;
+	size_t max = 0;
 	int i;
 
+	for (i = 0; i < nfiles; i++)
+		if (files[i].size > max)
+			max = files[i].size;
+	buf = malloc(max + PAGE);
 	if (!buf)
 		die("malloc");
 	sync();
@@ -526,8 +725,15 @@ static void verify_after_remount(const char *dev)
 	free(buf);
 }
 
-/* plain (cached) I/O through some other layer, e.g. a dcfs mount */
-static int stream(const char *file, size_t mib, const char *what)
+static int wait_file_resident(const char *file, double secs);
+
+/*
+ * plain (cached) I/O through some other layer, e.g. a dcfs mount; with
+ * BACKING, the residency of that file is checked after the write while FILE
+ * is still open (before the layer sees a release)
+ */
+static int stream(const char *file, size_t mib, const char *what,
+		  const char *backing)
 {
 	size_t size = mib * MIB;
 	unsigned char *model = malloc(size);
@@ -543,6 +749,10 @@ static int stream(const char *file, size_t mib, const char *what)
 	if (strcmp(what, "read")) {
 		ok = do_write(fd, model, 0, size, MIB, 0);
 		check(ok, "wrote %zu MiB to %s", mib, file);
+		if (backing) {
+			printf("still open: ");
+			wait_file_resident(backing, 15);
+		}
 	}
 	if (strcmp(what, "write")) {
 		ok = do_read_verify(fd, model, size, MIB, 0);
@@ -571,6 +781,149 @@ static int wait_file_resident(const char *file, double secs)
 	return ok ? 0 : 1;
 }
 
+/* /proc/vmstat counter NAME, or -1 */
+static long long vmstat(const char *name)
+{
+	char line[256];
+	long long v = -1;
+	size_t n = strlen(name);
+	FILE *f = fopen("/proc/vmstat", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, name, n) && line[n] == ' ')
+			v = atoll(line + n + 1);
+	fclose(f);
+	return v;
+}
+
+static void print_vmstat(const char *when)
+{
+	printf("vmstat %s: dropbehind_defer %lld dropbehind_defer_fail %lld "
+	       "pgmigrate_success %lld compact_migrate_scanned %lld\n", when,
+	       vmstat("dropbehind_defer"), vmstat("dropbehind_defer_fail"),
+	       vmstat("pgmigrate_success"), vmstat("compact_migrate_scanned"));
+}
+
+struct racer {
+	int id;
+	int round;
+	int errors;
+};
+
+static int race_write(int fd, size_t off, size_t len, size_t req, int seed)
+{
+	unsigned char buf[65536];
+	size_t done;
+
+	for (done = 0; done < len; done += req) {
+		size_t n = len - done < req ? len - done : req;
+
+		fill(buf, n, off + done, seed);
+		if (rw2(fd, buf, n, off + done, RWF_DONTCACHE, 1) != (ssize_t)n)
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Three kinds of racers, each on its own files: write + unlink while the
+ * writeback is in flight, write + truncate down, and write + fsync + drop
+ * the inode from the cache by unlinking it.  Folios whose drop-behind
+ * writeback completes may then belong to a truncated or evicted inode.
+ */
+static void *racer_fn(void *arg)
+{
+	struct racer *r = arg;
+	char name[64];
+	int i, fd;
+
+	for (i = 0; i < 16; i++) {
+		snprintf(name, sizeof(name), "race_%d_%d_%d", r->id, r->round, i);
+		fd = open(path(name), O_RDWR | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0) {
+			r->errors++;
+			continue;
+		}
+		switch (r->id % 3) {
+		case 0:
+			if (!race_write(fd, 0, 512 * KIB, 32 * KIB, i))
+				r->errors++;
+			unlink(path(name));
+			break;
+		case 1:
+			if (!race_write(fd, 0, 256 * KIB, 4000, i) ||
+			    ftruncate(fd, (i % 8) * 4096 + 100))
+				r->errors++;
+			if (!race_write(fd, 4096, 64 * KIB, 16 * KIB, i + 1))
+				r->errors++;
+			if (i % 2)
+				unlink(path(name));
+			break;
+		default:
+			if (!race_write(fd, 0, 128 * KIB, 64 * KIB, i) ||
+			    fdatasync(fd))
+				r->errors++;
+			if (!race_write(fd, 0, 128 * KIB, 8 * KIB, i + 2))
+				r->errors++;
+			unlink(path(name));
+			break;
+		}
+		close(fd);
+	}
+	return NULL;
+}
+
+static int race(const char *dev, int rounds)
+{
+	struct racer rs[6];
+	pthread_t th[6];
+	int round, i, errors = 0;
+
+	print_vmstat("before");
+	for (round = 0; round < rounds; round++) {
+		for (i = 0; i < 6; i++) {
+			rs[i].id = i;
+			rs[i].round = round;
+			rs[i].errors = 0;
+			if (pthread_create(&th[i], NULL, racer_fn, &rs[i]))
+				die("pthread_create");
+		}
+		for (i = 0; i < 6; i++) {
+			pthread_join(th[i], NULL);
+			errors += rs[i].errors;
+		}
+		/* unmount right away: writeback and deferred drops in flight */
+		if (umount(mnt))
+			die("umount");
+		if (mount(dev, mnt, "f2fs", 0, NULL))
+			die("mount");
+	}
+	check(errors == 0, "race: %d rounds of 6 writers (write+unlink, "
+	      "write+truncate, write+fsync+unlink) and umount: %d I/O errors",
+	      rounds, errors);
+	print_vmstat("after");
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
+
+/* the residency checks alone, e.g. on a null_blk device */
+static int quick(void)
+{
+	static const size_t sizes[] = { 4 * KIB, 64 * KIB, 1 * MIB };
+	size_t i;
+
+	flusher_off();
+	print_vmstat("before");
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		test_size(sizes[i]);
+	test_appends();
+	print_vmstat("after");
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const size_t sizes[] = {
@@ -580,10 +933,19 @@ int main(int argc, char **argv)
 	size_t i;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (argc == 5 && !strcmp(argv[1], "stream"))
-		return stream(argv[2], strtoul(argv[3], NULL, 0), argv[4]);
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "stream"))
+		return stream(argv[2], strtoul(argv[3], NULL, 0), argv[4],
+			      argc == 6 ? argv[5] : NULL);
 	if (argc == 4 && !strcmp(argv[1], "resident"))
 		return wait_file_resident(argv[2], atof(argv[3]));
+	if (argc == 3 && !strcmp(argv[1], "quick")) {
+		mnt = argv[2];
+		return quick();
+	}
+	if (argc == 5 && !strcmp(argv[1], "race")) {
+		mnt = argv[2];
+		return race(argv[3], atoi(argv[4]));
+	}
 	if (argc == 3 && !strcmp(argv[1], "control")) {
 		mnt = argv[2];
 		return control();
@@ -595,14 +957,19 @@ int main(int argc, char **argv)
 	}
 	mnt = argv[2];
 
+	flusher_off();
+	print_vmstat("start");
 	test_unsupported(argv[5]);
 	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
 		test_size(sizes[i]);
+	test_appends();
+	test_compaction();
 	test_cached_stay();
 	test_overwrite_dirty();
 	test_overwrite_writeback();
 	test_ipu(argv[4]);
 	verify_after_remount(argv[3]);
+	print_vmstat("end");
 
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;

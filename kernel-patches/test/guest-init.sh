@@ -1,9 +1,12 @@
 #!/bin/sh
 # PID 1 of the UML guest (root is the host's / on hostfs).  Parameters come
 # from the kernel command line as environment variables:
-#   T_MODE   run | control | bench | dcfs
+#   T_MODE   run | quick | control | bench | dcfs
 #   T_RUN    host directory for results (visible through hostfs)
 #   T_NAME   name used for result files
+#   T_DEV    block device holding the F2FS (default /dev/ubda)
+#   T_MKFS   1: make the F2FS on T_DEV first (e.g. a null_blk device)
+#   T_RACE   rounds of the unlink/truncate/umount race after "run" (3)
 # Results: $T_RUN/$T_NAME.out (program output), $T_NAME.rc (exit status),
 # $T_NAME.dmesg (kernel log).  The guest powers off at the end.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -11,20 +14,38 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
-mount -t tmpfs tmpfs /tmp
-mount -t tmpfs tmpfs /run
+# Private /tmp and /run, unless the results directory or this repository
+# live there (a cache or a clone under /tmp): then keep the host's.
+kp=$(cd "$(dirname "$0")/.." && pwd)
+for d in /tmp /run; do
+	case "$T_RUN/ $kp/" in
+	"$d"/*|*" $d"/*) ;;
+	*) mount -t tmpfs tmpfs "$d" ;;
+	esac
+done
 
 out=$T_RUN/$T_NAME.out
 rc=1
 mnt=$T_RUN/mnt
 bin=$T_RUN/bin
 
-echo "guest: $(uname -r) mode=$T_MODE" > "$out"
-if mount -t f2fs /dev/ubda "$mnt" >> "$out" 2>&1; then
+dev=${T_DEV:-/dev/ubda}
+echo "guest: $(uname -r) mode=$T_MODE dev=$dev" > "$out"
+if [ "${T_MKFS:-0}" = 1 ]; then
+	echo "guest: mkfs.f2fs $dev ($(cat /sys/block/${dev#/dev/}/queue/logical_block_size)-byte blocks)" >> "$out"
+	mkfs.f2fs -q -f -O extra_attr,compression "$dev" >> "$out" 2>&1
+fi
+if mount -t f2fs "$dev" "$mnt" >> "$out" 2>&1; then
 	case "$T_MODE" in
 	run)
-		"$bin/dontcache_test" run "$mnt" /dev/ubda /sys/fs/f2fs/ubda \
+		"$bin/dontcache_test" run "$mnt" "$dev" "/sys/fs/f2fs/${dev#/dev/}" \
 			"$T_RUN/host" >> "$out" 2>&1
+		rc=$?
+		"$bin/dontcache_test" race "$mnt" "$dev" "${T_RACE:-3}" \
+			>> "$out" 2>&1 || rc=1
+		;;
+	quick)
+		"$bin/dontcache_test" quick "$mnt" >> "$out" 2>&1
 		rc=$?
 		;;
 	control)
@@ -45,7 +66,7 @@ if mount -t f2fs /dev/ubda "$mnt" >> "$out" 2>&1; then
 	esac
 	umount "$mnt" >> "$out" 2>&1 || { echo "umount failed" >> "$out"; rc=1; }
 else
-	echo "mounting F2FS on /dev/ubda failed" >> "$out"
+	echo "mounting F2FS on $dev failed" >> "$out"
 fi
 
 cat "$out"

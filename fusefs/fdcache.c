@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The O_PATH fd cache.
+ *
+ * Inodes with a file handle (handle.c) keep their O_PATH fd only while it
+ * is in use or among the most recently used: a handler pins the inode for
+ * as long as it uses the fd (inode_pin()/inode_unpin()), an unpinned fd
+ * goes to the tail of an LRU list, and once more fds are cached than the
+ * budget allows the head of the list is closed.  A pin of an inode whose fd
+ * was closed reopens it from the handle.
+ *
+ * Budget: half of RLIMIT_NOFILE (at least 64).  The other half is the
+ * reserve for what cannot be evicted: the backing fds of open files and
+ * directories, inodes of filesystems without handles, mount fds, and the
+ * daemon's own.  When an open still finds no fd (EMFILE), the cache is
+ * shrunk to a quarter and the open retried (fdcache_retry()), and the
+ * failure that remains is logged once per episode.
+ *
+ * Lock order: the inode table lock, then the cache lock.
+ */
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "dcfs.h"
+
+#define MIN_BUDGET 64
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct dcfs_inode *lru_head, *lru_tail; /* head: least recently used */
+static size_t n_cached; /* open fds of inodes with handles */
+static size_t budget = MIN_BUDGET;
+static size_t peak_cached;
+static atomic_ulong n_reopens, n_evictions;
+static atomic_bool emfile_episode;
+
+void fdcache_init(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		budget = rl.rlim_cur / 2;
+	else
+		budget = 1 << 20;
+	if (budget < MIN_BUDGET)
+		budget = MIN_BUDGET;
+}
+
+size_t fdcache_budget(void)
+{
+	return budget;
+}
+
+static void lru_remove(struct dcfs_inode *inode)
+{
+	if (!inode->on_lru)
+		return;
+	if (inode->lru_prev)
+		inode->lru_prev->lru_next = inode->lru_next;
+	else
+		lru_head = inode->lru_next;
+	if (inode->lru_next)
+		inode->lru_next->lru_prev = inode->lru_prev;
+	else
+		lru_tail = inode->lru_prev;
+	inode->lru_prev = inode->lru_next = NULL;
+	inode->on_lru = false;
+}
+
+static void lru_append(struct dcfs_inode *inode)
+{
+	inode->lru_prev = lru_tail;
+	inode->lru_next = NULL;
+	if (lru_tail)
+		lru_tail->lru_next = inode;
+	else
+		lru_head = inode;
+	lru_tail = inode;
+	inode->on_lru = true;
+}
+
+/* Closes least recently used fds until at most limit are cached. */
+static void evict_to(size_t limit)
+{
+	while (n_cached > limit && lru_head) {
+		struct dcfs_inode *victim = lru_head;
+
+		lru_remove(victim);
+		close(victim->fd);
+		victim->fd = -1;
+		n_cached--;
+		atomic_fetch_add(&n_evictions, 1);
+	}
+}
+
+/* A new fd for inode, unpinned: cache it if it can be reopened. */
+void fdcache_add(struct dcfs_inode *inode)
+{
+	if (!inode->handle)
+		return;
+	pthread_mutex_lock(&cache_lock);
+	n_cached++;
+	if (n_cached > peak_cached)
+		peak_cached = n_cached;
+	if (inode->pins == 0)
+		lru_append(inode);
+	evict_to(budget);
+	pthread_mutex_unlock(&cache_lock);
+}
+
+/*
+ * Gives inode a fd it does not have yet (a lookup that found the inode
+ * evicted).  Returns true if fd was taken.
+ */
+bool fdcache_adopt(struct dcfs_inode *inode, int fd)
+{
+	bool taken = false;
+
+	pthread_mutex_lock(&cache_lock);
+	if (inode->fd < 0) {
+		inode->fd = fd;
+		taken = true;
+	}
+	pthread_mutex_unlock(&cache_lock);
+	if (taken)
+		fdcache_add(inode);
+	return taken;
+}
+
+/* Before the inode is freed: it leaves the cache, its fd is returned. */
+int fdcache_remove(struct dcfs_inode *inode)
+{
+	int fd;
+
+	pthread_mutex_lock(&cache_lock);
+	lru_remove(inode);
+	fd = inode->fd;
+	if (fd >= 0 && inode->handle)
+		n_cached--;
+	inode->fd = -1;
+	pthread_mutex_unlock(&cache_lock);
+	return fd;
+}
+
+int inode_pin(struct dcfs_inode *inode)
+{
+	int fd;
+
+	if (inode == &dcfs.root)
+		return inode->fd;
+	pthread_mutex_lock(&cache_lock);
+	inode->pins++;
+	lru_remove(inode);
+	fd = inode->fd;
+	pthread_mutex_unlock(&cache_lock);
+	if (fd >= 0)
+		return fd;
+	/* Reopened outside the lock; a concurrent pin may do the same. */
+	fd = handle_reopen(inode);
+	pthread_mutex_lock(&cache_lock);
+	if (fd < 0) {
+		inode->pins--;
+	} else if (inode->fd >= 0) {
+		close(fd);
+		fd = inode->fd;
+	} else {
+		inode->fd = fd;
+		n_cached++;
+		if (n_cached > peak_cached)
+			peak_cached = n_cached;
+		atomic_fetch_add(&n_reopens, 1);
+		evict_to(budget);
+	}
+	pthread_mutex_unlock(&cache_lock);
+	return fd;
+}
+
+void inode_unpin(struct dcfs_inode *inode)
+{
+	if (inode == &dcfs.root)
+		return;
+	pthread_mutex_lock(&cache_lock);
+	if (--inode->pins == 0 && inode->fd >= 0 && inode->handle) {
+		lru_append(inode);
+		evict_to(budget);
+	}
+	pthread_mutex_unlock(&cache_lock);
+}
+
+/*
+ * An open or lookup failed with EMFILE/ENFILE: shrink the cache to a
+ * quarter so it can be retried.  Returns true if anything was freed.
+ */
+bool fdcache_retry(int err)
+{
+	size_t before;
+
+	if (err != EMFILE && err != ENFILE)
+		return false;
+	pthread_mutex_lock(&cache_lock);
+	before = n_cached;
+	evict_to(budget / 4);
+	pthread_mutex_unlock(&cache_lock);
+	return n_cached < before;
+}
+
+/* An EMFILE that still reaches a caller: logged once per episode. */
+void fdcache_report(int err, const char *what)
+{
+	if (err != EMFILE && err != ENFILE) {
+		atomic_store(&emfile_episode, false);
+		return;
+	}
+	if (!atomic_exchange(&emfile_episode, true))
+		log_err("%s: out of file descriptors (%s): %zu cached O_PATH fds (budget %zu), the rest held by open files, directories and inodes without file handles; raise RLIMIT_NOFILE\n",
+			what, strerror(err), n_cached, budget);
+}
+
+void fdcache_stats(struct fdcache_stats *s)
+{
+	pthread_mutex_lock(&cache_lock);
+	s->cached = n_cached;
+	s->peak = peak_cached;
+	s->budget = budget;
+	pthread_mutex_unlock(&cache_lock);
+	s->reopens = atomic_load(&n_reopens);
+	s->evictions = atomic_load(&n_evictions);
+}

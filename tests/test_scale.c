@@ -1,0 +1,513 @@
+/* Scale suite: a tree far larger than the daemon's fd limit.
+ *
+ * The daemon is started with RLIMIT_NOFILE of SCALE_FDS (inherited from the
+ * forked test process), and walks, opens, renames (also behind its back),
+ * hard links and unlinks of a 50 000-entry tree must give the backing
+ * tree's results with no EMFILE anywhere; then a bounded random-churn
+ * stress by four processes, after which the tree walks and is removed
+ * through the mount.  Set DCFS_SCALE_ENTRIES / DCFS_CHURN_SECONDS to
+ * change the sizes. */
+#include "harness.h"
+#include "own_mount.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SCALE_FDS 400
+#define PER_DIR 500
+
+static struct own_mount g_s;
+
+/* Paths in the exported backing dir and through the mount (rotating). */
+static const char *scale_path(const char *base, const char *rel)
+{
+	static char b[16][PATH_MAX];
+	static int i;
+	char *p = b[i++ % 16];
+	snprintf(p, PATH_MAX, "%s/%s", base, rel);
+	return p;
+}
+#define PE_S(rel) scale_path(g_s.exp, rel)
+#define PM_S(rel) scale_path(g_s.mnt, rel)
+
+static long env_long(const char *name, long def)
+{
+	const char *s = getenv(name);
+	return s && atol(s) > 0 ? atol(s) : def;
+}
+
+static void limit_fds(rlim_t n)
+{
+	struct rlimit rl = { n, n };
+	OK(setrlimit(RLIMIT_NOFILE, &rl));
+}
+
+static void scale_mount(const char *tag)
+{
+	char err[512];
+	const char *root = backing_root(FS_XFS, err, sizeof err);
+	ck_assert_msg(root != NULL, "backing fs: %s", err);
+	limit_fds(SCALE_FDS);
+	ck_assert_msg(own_mount_start(&g_s, root, tag, "[global]\ndefault = cache\n") == 0,
+		      "mount: %s", g_s.err);
+}
+
+static void scale_unmount(void)
+{
+	char err[2048];
+	char *log = read_file_str(g_s.d.log);
+	ck_assert_msg(!strstr(log, "out of file descriptors") && !strstr(log, "EMFILE"),
+		      "daemon ran out of fds: %.2000s", log);
+	free(log);
+	ck_assert_msg(own_mount_stop(&g_s, err, sizeof err) == 0, "unmount: %s", err);
+}
+
+/* Counts entries below dir and sums their inode numbers (a fingerprint
+ * that is equal for the backing tree and the mount). */
+static void walk(const char *dir, long *n, unsigned long long *inos, int *errs)
+{
+	DIR *d = opendir(dir);
+	if (!d) {
+		(*errs)++;
+		return;
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		struct stat st;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			(*errs)++;
+			continue;
+		}
+		(*n)++;
+		*inos += st.st_ino;
+		if (S_ISDIR(st.st_mode)) {
+			char sub[PATH_MAX];
+			snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name);
+			walk(sub, n, inos, errs);
+		}
+	}
+	closedir(d);
+}
+
+static void expect_same_tree(const char *what, const char *rel)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	snprintf(a, sizeof a, "%s/%s", g_s.exp, rel);
+	snprintf(b, sizeof b, "%s/%s", g_s.mnt, rel);
+	long na = 0, nb = 0;
+	unsigned long long ia = 0, ib = 0;
+	int ea = 0, eb = 0;
+	walk(a, &na, &ia, &ea);
+	walk(b, &nb, &ib, &eb);
+	ck_assert_msg(eb == 0, "%s: %d errors walking the mount (%s)", what, eb, strerror(errno));
+	ck_assert_msg(na == nb && ia == ib, "%s: backing %ld entries (ino sum %llu), mount %ld (%llu)",
+		      what, na, ia, nb, ib);
+}
+
+static void make_tree(const char *root, long entries)
+{
+	char p[PATH_MAX];
+	int rfd = open(root, O_PATH | O_DIRECTORY);
+	ck_assert_int_ge(rfd, 0);
+	for (long i = 0; i < entries; i += PER_DIR) {
+		char dn[32];
+		snprintf(dn, sizeof dn, "d%05ld", i / PER_DIR);
+		OK(mkdirat(rfd, dn, 0755));
+		int dfd = openat(rfd, dn, O_PATH | O_DIRECTORY);
+		ck_assert_int_ge(dfd, 0);
+		for (long j = 0; j < PER_DIR - 1 && i + j < entries; j++) {
+			char fn[32];
+			snprintf(fn, sizeof fn, "f%03ld", j);
+			int fd = openat(dfd, fn, O_CREAT | O_EXCL | O_WRONLY, 0644);
+			ck_assert_int_ge(fd, 0);
+			ck_assert_int_eq(write(fd, fn, strlen(fn)), (ssize_t)strlen(fn));
+			close(fd);
+		}
+		close(dfd);
+	}
+	close(rfd);
+	(void)p;
+}
+
+START_TEST(scale_tree_under_low_fd_limit)
+{
+	long entries = env_long("DCFS_SCALE_ENTRIES", 50000);
+	scale_mount("scale-tree");
+	OK(mkdir(PE_S("t"), 0755));
+	make_tree(PE_S("t"), entries);
+	double t0 = now_s();
+	/* 1. the whole tree, twice (the second walk reopens evicted inodes) */
+	expect_same_tree("first walk", "t");
+	expect_same_tree("second walk", "t");
+	/* 2. open and read files spread over the tree */
+	for (long i = 0; i < entries; i += 997) {
+		char rel[64], buf[16];
+		snprintf(rel, sizeof rel, "t/d%05ld/f%03ld", i / PER_DIR, i % (PER_DIR - 1));
+		int fd = open(PM_S(rel), O_RDONLY);
+		ck_assert_msg(fd >= 0, "open %s: %s", rel, strerror(errno));
+		ssize_t n = read(fd, buf, sizeof buf);
+		ck_assert_msg(n > 0, "read %s", rel);
+		close(fd);
+	}
+	/* 3. many files open at once, beyond the O_PATH budget: their backing
+	 * fds are the reserve, and lookups still work meanwhile */
+	int held[SCALE_FDS / 4];
+	for (int i = 0; i < SCALE_FDS / 4; i++) {
+		char rel[64];
+		snprintf(rel, sizeof rel, "t/d00000/f%03d", i);
+		held[i] = open(PM_S(rel), O_RDONLY);
+		ck_assert_msg(held[i] >= 0, "holding open %s: %s", rel, strerror(errno));
+	}
+	expect_same_tree("walk with files held open", "t/d00001");
+	for (int i = 0; i < SCALE_FDS / 4; i++)
+		close(held[i]);
+	/* 4. renames behind dcfs's back, then through the mount */
+	struct stat st, sb;
+	OK(stat(PM_S("t/d00002/f001"), &st));
+	OK(rename(PE_S("t/d00002/f001"), PE_S("t/d00003/moved")));
+	/* changes behind dcfs's back show once the kernel's entry times out */
+	sleep_ms(1100);
+	OK(stat(PM_S("t/d00003/moved"), &sb));
+	ck_assert_int_eq(st.st_ino, sb.st_ino);
+	ck_assert_msg(stat(PM_S("t/d00002/f001"), &sb) < 0 && errno == ENOENT,
+		      "renamed-away name still there");
+	OK(rename(PM_S("t/d00003/moved"), PM_S("t/d00004/back")));
+	OK(stat(PE_S("t/d00004/back"), &sb));
+	ck_assert_int_eq(st.st_ino, sb.st_ino);
+	/* a directory renamed in the backing tree while the kernel holds it */
+	OK(stat(PM_S("t/d00005/f002"), &st));
+	OK(rename(PE_S("t/d00005"), PE_S("t/renamed5")));
+	sleep_ms(1100);
+	OK(stat(PM_S("t/renamed5/f002"), &sb));
+	ck_assert_int_eq(st.st_ino, sb.st_ino);
+	/* 5. hard links */
+	OK(link(PM_S("t/d00006/f000"), PM_S("t/d00007/hl")));
+	OK(stat(PE_S("t/d00006/f000"), &sb));
+	ck_assert_int_eq(sb.st_nlink, 2);
+	OK(stat(PM_S("t/d00007/hl"), &st));
+	ck_assert_int_eq(st.st_ino, sb.st_ino);
+	/* 6. deleted while looked up: file, and a whole directory */
+	OK(stat(PM_S("t/d00008/f003"), &st));
+	OK(unlink(PE_S("t/d00008/f003")));
+	sleep_ms(1100);
+	ck_assert_msg(stat(PM_S("t/d00008/f003"), &sb) < 0 && errno == ENOENT,
+		      "stat of a file deleted behind dcfs: %s", strerror(errno));
+	OK(stat(PM_S("t/d00009/f004"), &st));
+	ck_assert_int_eq(rm_rf(PE_S("t/d00009")), 0);
+	sleep_ms(1100);
+	ck_assert_msg(stat(PM_S("t/d00009/f004"), &sb) < 0 && errno == ENOENT,
+		      "stat in a directory deleted behind dcfs: %s", strerror(errno));
+	ck_assert_msg(mkdir(PM_S("t/d00009"), 0755) == 0, "re-create a deleted dir: %s",
+		      strerror(errno));
+	/* 7. unlink through the mount, then compare again */
+	for (int i = 0; i < 200; i++) {
+		char rel[64];
+		snprintf(rel, sizeof rel, "t/d00010/f%03d", i);
+		OK(unlink(PM_S(rel)));
+	}
+	expect_same_tree("after changes", "t");
+	double secs = now_s() - t0;
+	printf("scale: %ld entries with %d daemon fds: %.1fs\n", entries, SCALE_FDS, secs);
+	scale_unmount();
+	/* 8. a remount over the same tree */
+	limit_fds(SCALE_FDS);
+	char err[512];
+	const char *root = backing_root(FS_XFS, err, sizeof err);
+	ck_assert_int_eq(own_mount_start(&g_s, root, "scale-tree", "[global]\ndefault = cache\n"),
+			 0);
+	expect_same_tree("after remount", "t/d00011");
+	ck_assert_int_eq(rm_rf(PM_S("t")), 0);
+	scale_unmount();
+}
+END_TEST
+
+/* ---- random churn ------------------------------------------------------- */
+
+static int churn_worker(const char *root, unsigned seed, double end)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	int bad = 0;
+	while (now_s() < end) {
+		unsigned r = rand_r(&seed);
+		snprintf(a, sizeof a, "%s/d%u/n%u", root, r % 8, (r >> 3) % 64);
+		snprintf(b, sizeof b, "%s/d%u/n%u", root, (r >> 9) % 8, (r >> 12) % 64);
+		int fd;
+		struct stat st;
+		switch ((r >> 18) % 10) {
+		case 0:
+		case 1:
+			fd = open(a, O_CREAT | O_WRONLY | O_APPEND, 0644);
+			if (fd >= 0) {
+				if (write(fd, a, 16) < 0)
+					bad++;
+				close(fd);
+			}
+			break;
+		case 2:
+			rename(a, b);
+			break;
+		case 3:
+			link(a, b);
+			break;
+		case 4:
+			unlink(a);
+			break;
+		case 5:
+			mkdir(a, 0755);
+			break;
+		case 6:
+			rmdir(a);
+			break;
+		case 7:
+			symlink("target", a);
+			break;
+		default:
+			lstat(a, &st);
+			break;
+		}
+		if (errno == EMFILE || errno == ENFILE || errno == EIO || errno == ENOTCONN)
+			bad++;
+		errno = 0;
+	}
+	return bad > 100 ? 100 : bad;
+}
+
+START_TEST(scale_random_churn)
+{
+	scale_mount("scale-churn");
+	OK(mkdir(PM_S("c"), 0755));
+	for (int i = 0; i < 8; i++) {
+		char rel[32];
+		snprintf(rel, sizeof rel, "c/d%d", i);
+		OK(mkdir(PM_S(rel), 0755));
+	}
+	double end = now_s() + env_long("DCFS_CHURN_SECONDS", 15);
+	pid_t pids[4];
+	for (int i = 0; i < 4; i++) {
+		fflush(NULL);
+		pids[i] = fork();
+		ck_assert_int_ge(pids[i], 0);
+		if (pids[i] == 0)
+			_exit(churn_worker(PM_S("c"), 1234u + (unsigned)i, end));
+	}
+	/* a fifth process churns the backing tree directly */
+	fflush(NULL);
+	pid_t direct = fork();
+	if (direct == 0)
+		{
+		churn_worker(PE_S("c"), 99u, end);
+		_exit(0);
+	}
+	int bad = 0;
+	for (int i = 0; i < 4; i++) {
+		int st;
+		waitpid(pids[i], &st, 0);
+		bad += WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+	}
+	waitpid(direct, NULL, 0);
+	ck_assert_msg(bad == 0, "%d operations failed with EMFILE/EIO/ENOTCONN", bad);
+	expect_same_tree("after churn", "c");
+	ck_assert_msg(rm_rf(PM_S("c")) == 0, "rm -rf through the mount: %s", strerror(errno));
+	struct stat st;
+	ck_assert_msg(lstat(PE_S("c"), &st) < 0, "tree left behind");
+	scale_unmount();
+}
+END_TEST
+
+/* ---- re-export: file handles of the mount itself -------------------------- */
+
+static int open_handle_of(int mfd, struct file_handle *fh)
+{
+	return open_by_handle_at(mfd, fh, O_RDONLY);
+}
+
+/* What an NFS server does with the mount: encode a file handle, and decode
+ * it again later, also after the kernel has forgotten the inode; a forged
+ * or stale handle is refused with ESTALE, and the daemon survives. */
+START_TEST(scale_export_handles)
+{
+	scale_mount("scale-export");
+	ck_assert_int_eq(write_file(PM_S("f"), "exported\n", 9, 0644), 0);
+	struct file_handle *fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ);
+	fh->handle_bytes = MAX_HANDLE_SZ;
+	int mnt_id;
+	OK(name_to_handle_at(AT_FDCWD, PM_S("f"), fh, &mnt_id, 0));
+	int mfd = open(g_s.mnt, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(mfd, 0);
+	char buf[16];
+	for (int round = 0; round < 2; round++) {
+		int fd = open_handle_of(mfd, fh);
+		ck_assert_msg(fd >= 0, "open_by_handle_at (round %d): %s", round, strerror(errno));
+		ck_assert_int_eq(read(fd, buf, sizeof buf), 9);
+		ck_assert(memcmp(buf, "exported\n", 9) == 0);
+		close(fd);
+		/* let the kernel forget the inode: the daemon gets FORGET */
+		drop_caches();
+		sleep_ms(200);
+	}
+	/* a forged handle (another node id) */
+	struct file_handle *bad = malloc(sizeof(*bad) + fh->handle_bytes);
+	memcpy(bad, fh, sizeof(*fh) + fh->handle_bytes);
+	for (unsigned i = 0; i < bad->handle_bytes && i < 8; i++)
+		bad->f_handle[i] ^= 0x5a;
+	int fd = open_handle_of(mfd, bad);
+	ck_assert_msg(fd < 0 && (errno == ESTALE || errno == ENOENT),
+		      "forged handle: fd %d, %s", fd, strerror(errno));
+	/* the file deleted behind dcfs: the handle is stale */
+	OK(unlink(PE_S("f")));
+	drop_caches();
+	sleep_ms(200);
+	fd = open_handle_of(mfd, fh);
+	ck_assert_msg(fd < 0 && (errno == ESTALE || errno == ENOENT),
+		      "handle of a deleted file: fd %d, %s", fd, strerror(errno));
+	close(mfd);
+	free(bad);
+	free(fh);
+	struct stat st;
+	OK(stat(g_s.mnt, &st));
+	scale_unmount();
+}
+END_TEST
+
+/* ---- re-export through Samba ------------------------------------------- */
+
+static int wait_port(int port, double secs)
+{
+	double end = now_s() + secs * deadline_scale();
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "ss -ltn 'sport = :%d' | grep -q LISTEN", port);
+	while (now_s() < end) {
+		if (run_cmd(NULL, 0, "%s", cmd) == 0)
+			return 0;
+		sleep_ms(100);
+	}
+	return -1;
+}
+
+/* A NAS exports the mounted view: smbd on loopback serves the dcfs mount;
+ * smbclient writes and reads back a streamed (dontcache) and a cached
+ * file, and the backing files hold exactly what was sent. */
+START_TEST(scale_samba_reexport)
+{
+	if (access("/usr/sbin/smbd", X_OK) != 0) {
+		ck_abort_msg("smbd not installed (make deps installs samba)");
+	}
+	char err[512];
+	const char *root = backing_root(FS_XFS, err, sizeof err);
+	ck_assert_msg(root != NULL, "backing fs: %s", err);
+	ck_assert_int_eq(own_mount_start(&g_s, root, "scale-smb",
+					 "[global]\ndefault = cache\nmin_size = 0\n"
+					 "[class video]\nextensions = mkv\npolicy = dontcache\n"),
+			 0);
+	OK(mkdir(PE_S("share"), 01777));
+	OK(chmod(PE_S("share"), 01777));
+	char dir[PATH_MAX], conf[PATH_MAX + 16];
+	snprintf(dir, sizeof dir, "%s/smb", g_tmpdir);
+	rm_rf(dir);
+	OK(mkdir(dir, 0755));
+	snprintf(conf, sizeof conf, "%s/smb.conf", dir);
+	FILE *fp = fopen(conf, "w");
+	ck_assert_ptr_nonnull(fp);
+	const int port = 44539;
+	fprintf(fp,
+		"[global]\n server role = standalone server\n smb ports = %d\n"
+		" interfaces = lo\n bind interfaces only = yes\n map to guest = Bad User\n"
+		" disable netbios = yes\n load printers = no\n printing = bsd\n"
+		" printcap name = /dev/null\n disable spoolss = yes\n"
+		" pid directory = %s\n lock directory = %s\n state directory = %s\n"
+		" cache directory = %s\n private dir = %s\n ncalrpc dir = %s/ncalrpc\n"
+		" log file = %s/log.%%m\n\n"
+		"[share]\n path = %s/share\n read only = no\n guest ok = yes\n"
+		" force user = nobody\n",
+		port, dir, dir, dir, dir, dir, dir, dir, g_s.mnt);
+	fclose(fp);
+	fflush(NULL);
+	pid_t smbd = fork();
+	ck_assert_int_ge(smbd, 0);
+	if (smbd == 0) {
+		setsid();
+		int nul = open("/dev/null", O_RDWR);
+		dup2(nul, 0);
+		dup2(nul, 1);
+		dup2(nul, 2);
+		execl("/usr/sbin/smbd", "smbd", "--foreground", "--no-process-group", "-s", conf,
+		      (char *)NULL);
+		_exit(127);
+	}
+	int up = wait_port(port, 20);
+	/* 8 MiB film and a small file, sent and fetched back */
+	char film[PATH_MAX], small[PATH_MAX], out[8192];
+	snprintf(film, sizeof film, "%s/film.src", dir);
+	snprintf(small, sizeof small, "%s/small.src", dir);
+	size_t flen = 8 << 20;
+	char *data = malloc(flen);
+	fill_pattern(data, flen, 42);
+	ck_assert_int_eq(write_file(film, data, flen, 0644), 0);
+	ck_assert_int_eq(write_file(small, "hello samba\n", 12, 0644), 0);
+	int rc = up < 0 ? -1 :
+		run_cmd(out, sizeof out,
+			"cd '%s' && timeout 60 smbclient //127.0.0.1/share -p %d -N -m SMB3 "
+			"-c 'put film.src film.mkv; put small.src small.txt; "
+			"get film.mkv film.back; get small.txt small.back' 2>&1",
+			dir, port);
+	kill(-smbd, SIGTERM);
+	kill(smbd, SIGTERM);
+	waitpid(smbd, NULL, 0);
+	ck_assert_msg(up == 0, "smbd did not listen on port %d", port);
+	ck_assert_msg(rc == 0, "smbclient failed (%d): %s", rc, out);
+	size_t n1, n2, n3, n4;
+	char bpath[PATH_MAX];
+	snprintf(bpath, sizeof bpath, "%s/film.back", dir);
+	char *b1 = slurp(bpath, &n1);
+	char *b2 = slurp(PE_S("share/film.mkv"), &n2);
+	snprintf(bpath, sizeof bpath, "%s/small.back", dir);
+	char *b3 = slurp(bpath, &n3);
+	char *b4 = slurp(PE_S("share/small.txt"), &n4);
+	ck_assert_msg(b1 && n1 == flen && memcmp(b1, data, flen) == 0, "film fetched back differs");
+	ck_assert_msg(b2 && n2 == flen && memcmp(b2, data, flen) == 0, "backing film differs");
+	ck_assert_msg(b3 && n3 == 12 && b4 && n4 == 12 && memcmp(b4, "hello samba\n", 12) == 0,
+		      "small file differs");
+	/* the film went through the streaming class, and belongs to nobody */
+	char *pol = xattr_str(PM_S("share/film.mkv"), "user.dcfs.policy");
+	ck_assert_msg(pol && strncmp(pol, "dontcache", 9) == 0, "film policy: %s", pol ? pol : "");
+	struct stat st;
+	OK(stat(PE_S("share/film.mkv"), &st));
+	ck_assert_int_eq(st.st_uid, 65534);
+	free(pol);
+	free(b1);
+	free(b2);
+	free(b3);
+	free(b4);
+	free(data);
+	scale_unmount();
+}
+END_TEST
+
+/* In the runner process, so every forked test shares one backing fs. */
+static void scale_setup(void)
+{
+	char err[512];
+	backing_root(FS_XFS, err, sizeof err);
+}
+
+Suite *scale_suite(void)
+{
+	Suite *s = suite_create("scale");
+	TCase *tc = tcase_create("scale-xfs");
+	tcase_add_unchecked_fixture(tc, scale_setup, NULL);
+	tcase_set_timeout(tc, 300 * deadline_scale());
+	tcase_add_test(tc, scale_tree_under_low_fd_limit);
+	tcase_add_test(tc, scale_random_churn);
+	tcase_add_test(tc, scale_export_handles);
+	tcase_add_test(tc, scale_samba_reexport);
+	suite_add_tcase(s, tc);
+	return s;
+}
