@@ -6,6 +6,8 @@ PREFIX   ?= /usr/local
 SBINDIR  ?= $(PREFIX)/sbin
 MANDIR   ?= $(PREFIX)/share/man
 SYSCONFDIR ?= /etc
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+DOCDIR   ?= $(PREFIX)/share/doc/dcfs
 DESTDIR  ?=
 
 CC       ?= cc
@@ -20,7 +22,7 @@ STD      := -std=gnu11
 # Debian packages needed to build and test; installed on demand by `deps`.
 DEB_PACKAGES := libfuse3-dev fuse3 check pkg-config libinih-dev xfsprogs \
 	btrfs-progs e2fsprogs attr acl util-linux groff-base clang \
-	libclang-rt-14-dev gnuplot-nox samba smbclient iproute2
+	libclang-rt-14-dev gnuplot-nox samba smbclient iproute2 systemd
 
 FUSE_CFLAGS = $(shell $(PKG_CONFIG) --cflags fuse3 2>/dev/null)
 FUSE_LIBS   = $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null)
@@ -34,9 +36,15 @@ TEST_SRCS   := $(wildcard tests/*.c)
 B := build
 DAEMON_OBJS := $(patsubst fusefs/%.c,$(B)/obj/%.o,$(DAEMON_SRCS))
 
-.PHONY: all deps check check-asan fuzz demo bench install uninstall clean man-check
+.PHONY: all deps check check-asan fuzz demo bench install uninstall clean man-check units-check
 
-all: $(B)/dcfs $(B)/mount.dcfs $(B)/dcfs-io
+# systemd units (fusefs/systemd/*.in) with the install paths filled in, and
+# a copy for `systemd-analyze verify` whose ExecStart is the built binary:
+# verify insists that the command exists.
+UNITS := dcfs@.service mnt-media.mount
+UNIT_SED = sed -e 's|@SBINDIR@|$(1)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g'
+
+all: $(B)/dcfs $(B)/mount.dcfs $(B)/dcfs-io $(addprefix $(B)/systemd/,$(UNITS))
 
 $(B)/obj/%.o: fusefs/%.c $(HEADERS) | $(B)/obj
 	$(CC) $(STD) $(WARN) $(CFLAGS) $(CPPFLAGS) $(FUSE_CFLAGS) -c -o $@ $<
@@ -52,6 +60,14 @@ $(B)/dcfs-io: tests/bench/dcfs-io.c include/dcfs_sys.h | $(B)
 
 $(B)/dcfs-tests: $(TEST_SRCS) $(wildcard tests/*.h) $(HEADERS) | $(B)
 	$(CC) $(STD) $(WARN) $(CFLAGS) $(CPPFLAGS) $(CHECK_CFLAGS) -o $@ $(TEST_SRCS) $(CHECK_LIBS) -pthread
+
+$(B)/systemd/%: fusefs/systemd/%.in Makefile
+	@mkdir -p $(dir $@)
+	$(call UNIT_SED,$(SBINDIR)) $< > $@
+
+$(B)/systemd-verify/%: fusefs/systemd/%.in Makefile
+	@mkdir -p $(dir $@)
+	$(call UNIT_SED,$(abspath $(B))) $< > $@
 
 $(B) $(B)/obj:
 	mkdir -p $@
@@ -75,9 +91,16 @@ man-check:
 	@out=$$(for m in man/*.[58]; do groff -man -ww -z $$m 2>&1 | sed "s|^|$$m: |"; done); \
 	if [ -n "$$out" ]; then echo "$$out"; exit 1; fi; echo "man pages render cleanly"
 
+# --man=no: the man pages are not installed yet (man-check renders them).
+# Any output (an unknown key is only a warning) fails the check.
+units-check: $(B)/dcfs $(addprefix $(B)/systemd-verify/,$(UNITS))
+	@out=$$(cd $(B)/systemd-verify && systemd-analyze verify --man=no $(UNITS) 2>&1); \
+	if [ -n "$$out" ]; then echo "$$out"; exit 1; fi; echo "systemd units verify cleanly"
+
 check: deps
-	$(MAKE) all $(B)/dcfs-tests man-check
+	$(MAKE) all $(B)/dcfs-tests man-check units-check
 	DCFS_BIN=$(abspath $(B)/dcfs) MOUNT_DCFS_BIN=$(abspath $(B)/mount.dcfs) \
+	DCFS_UNIT_DIR=$(abspath $(B)/systemd-verify) \
 		$(B)/dcfs-tests; status=$$?; \
 	if [ $$status = 77 ]; then echo "make check: SKIPPED (see the SKIP line above)"; exit 0; fi; \
 	exit $$status
@@ -101,11 +124,12 @@ build-asan/dcfs: $(ASAN_OBJS)
 	$(CC) $(ASAN_FLAGS) -o $@ $^ $(FUSE_LIBS) -linih -lpthread
 
 check-asan: deps
-	$(MAKE) all $(B)/dcfs-tests build-asan/dcfs
+	$(MAKE) all $(B)/dcfs-tests build-asan/dcfs units-check
 	rm -f build-asan/report.*
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=99:log_path=$(abspath build-asan)/report \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(abspath build-asan)/report \
 	DCFS_SANITIZED=1 DCFS_BIN=$(abspath build-asan/dcfs) MOUNT_DCFS_BIN=$(abspath $(B)/mount.dcfs) \
+	DCFS_UNIT_DIR=$(abspath $(B)/systemd-verify) \
 		$(B)/dcfs-tests; status=$$?; \
 	if ls build-asan/report.* >/dev/null 2>&1; then \
 		echo "sanitizer reports:"; cat build-asan/report.*; exit 1; fi; \
@@ -131,11 +155,16 @@ install: all
 	if ls man/*.5 >/dev/null 2>&1; then install -m 0644 man/*.5 $(DESTDIR)$(MANDIR)/man5/; fi
 	install -d $(DESTDIR)$(SYSCONFDIR)
 	[ -e $(DESTDIR)$(SYSCONFDIR)/dcfs.conf ] || install -m 0644 dcfs.conf $(DESTDIR)$(SYSCONFDIR)/dcfs.conf
+	install -d $(DESTDIR)$(SYSCONFDIR)/dcfs $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(DOCDIR)/examples
+	install -m 0644 $(B)/systemd/dcfs@.service $(DESTDIR)$(SYSTEMDUNITDIR)/
+	install -m 0644 $(B)/systemd/mnt-media.mount fusefs/systemd/mnt-media.env $(DESTDIR)$(DOCDIR)/examples/
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/dcfs $(DESTDIR)$(SBINDIR)/mount.dcfs
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(wildcard man/*.8)))
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(wildcard man/*.5)))
+	rm -f $(DESTDIR)$(SYSTEMDUNITDIR)/dcfs@.service
+	rm -rf $(DESTDIR)$(DOCDIR)/examples
 
 clean:
 	rm -rf $(B) build-asan build-fuzz

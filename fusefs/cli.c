@@ -1,12 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Subcommands that do not mount: `dcfs --check-config FILE` and
- * `dcfs stat [--json] MOUNTPOINT`.
+ * `dcfs stat [--json | --prometheus | --files | --watch [SECS]] MOUNTPOINT`.
+ *
+ * `dcfs stat` only reads the mount root's virtual xattrs (fuse_xattr.c),
+ * so it needs no socket and no privilege of its own: the daemon answers
+ * each caller by uid (counters to root, open files to their owner).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "dcfs.h"
 #include "dcfs_policy.h"
@@ -39,17 +45,19 @@ int cmd_check_config(int argc, char *argv[])
 	return 0;
 }
 
+/*
+ * One call with the kernel's maximum value size: asking for the size first
+ * would race with a listing that grows in between.
+ */
 static char *read_xattr(const char *path, const char *name)
 {
-	ssize_t n = getxattr(path, name, NULL, 0);
-	char *buf;
+	size_t cap = 65536;
+	char *buf = malloc(cap + 1);
+	ssize_t n;
 
-	if (n < 0)
-		return NULL;
-	buf = malloc((size_t)n + 1);
 	if (!buf)
 		return NULL;
-	n = getxattr(path, name, buf, (size_t)n);
+	n = getxattr(path, name, buf, cap);
 	if (n < 0) {
 		free(buf);
 		return NULL;
@@ -58,29 +66,317 @@ static char *read_xattr(const char *path, const char *name)
 	return buf;
 }
 
+static int report_xattr_error(const char *mnt, const char *what)
+{
+	if (errno == EACCES)
+		fprintf(stderr, "dcfs: %s: %s are shown to root only (%m)\n", mnt, what);
+	else
+		fprintf(stderr, "dcfs: %s: not a dcfs mount point (%m)\n", mnt);
+	return 1;
+}
+
+/* ---- --watch: rates from two samples of the Prometheus text ---------- */
+
+#define WATCH_CLASSES 8
+
+enum { W_DC_R, W_DC_W, W_FB_R, W_FB_W, W_C_R, W_C_W, W_OPENS, W_SWITCHES, W__N };
+
+struct sample {
+	char cls[WATCH_CLASSES][24];
+	double v[WATCH_CLASSES][W__N];
+	int n;
+	double t;
+};
+
+/* Value of label key in a Prometheus line's {...}, unescaped; false if absent. */
+static bool prom_label(const char *line, const char *key, char *out, size_t size)
+{
+	const char *p = strchr(line, '{');
+	size_t klen = strlen(key), o = 0;
+
+	while (p && *p && *p != '}') {
+		p++;
+		const char *eq = strchr(p, '=');
+
+		if (!eq || eq[1] != '"')
+			return false;
+		bool match = (size_t)(eq - p) == klen && strncmp(p, key, klen) == 0;
+
+		for (p = eq + 2; *p && *p != '"'; p++) {
+			char c = *p;
+
+			if (c == '\\' && p[1]) {
+				c = *++p;
+				if (c == 'n')
+					c = '\n';
+			}
+			if (match && o + 1 < size)
+				out[o++] = c;
+		}
+		if (match) {
+			out[o] = '\0';
+			return true;
+		}
+		if (*p)
+			p++; /* the closing quote; now at ',' or '}' */
+	}
+	return false;
+}
+
+static int sample_class(struct sample *s, const char *cls)
+{
+	for (int i = 0; i < s->n; i++)
+		if (strcmp(s->cls[i], cls) == 0)
+			return i;
+	if (s->n == WATCH_CLASSES)
+		return -1;
+	snprintf(s->cls[s->n], sizeof(s->cls[0]), "%s", cls);
+	memset(s->v[s->n], 0, sizeof(s->v[0]));
+	return s->n++;
+}
+
+static int byte_slot(const char *dir, const char *mode)
+{
+	int w = strcmp(dir, "write") == 0;
+
+	if (strcmp(mode, "dontcache") == 0)
+		return w ? W_DC_W : W_DC_R;
+	if (strcmp(mode, "fallback") == 0)
+		return w ? W_FB_W : W_FB_R;
+	return w ? W_C_W : W_C_R;
+}
+
+static void parse_line(struct sample *s, char *line)
+{
+	char cls[24], dir[16], mode[16];
+	char *val = strrchr(line, ' ');
+	int c, slot;
+
+	if (line[0] == '#' || !val || !prom_label(line, "class", cls, sizeof(cls)))
+		return;
+	if (strncmp(line, "dcfs_bytes_total{", 17) == 0) {
+		if (!prom_label(line, "direction", dir, sizeof(dir)) ||
+		    !prom_label(line, "mode", mode, sizeof(mode)))
+			return;
+		slot = byte_slot(dir, mode);
+	} else if (strncmp(line, "dcfs_opens_total{", 17) == 0) {
+		slot = W_OPENS;
+	} else if (strncmp(line, "dcfs_switches_total{", 20) == 0) {
+		slot = W_SWITCHES;
+	} else {
+		return;
+	}
+	c = sample_class(s, cls);
+	if (c >= 0)
+		s->v[c][slot] = strtod(val + 1, NULL);
+}
+
+static double mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int take_sample(const char *mnt, struct sample *s)
+{
+	char *text = read_xattr(mnt, "user.dcfs.stats.prometheus");
+	char *save, *line;
+
+	if (!text)
+		return -errno;
+	s->n = 0;
+	s->t = mono_now();
+	for (line = strtok_r(text, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save))
+		parse_line(s, line);
+	free(text);
+	return 0;
+}
+
+static void print_rates(const struct sample *a, const struct sample *b)
+{
+	double dt = b->t - a->t, mib = 1024.0 * 1024.0;
+	char when[16];
+	time_t now = time(NULL);
+	struct tm tm;
+	bool any = false;
+
+	localtime_r(&now, &tm);
+	strftime(when, sizeof(when), "%H:%M:%S", &tm);
+	for (int i = 0; i < b->n; i++) {
+		int j = 0;
+		double d[W__N];
+		bool active = false;
+
+		while (j < a->n && strcmp(a->cls[j], b->cls[i]) != 0)
+			j++;
+		for (int k = 0; k < W__N; k++) {
+			d[k] = b->v[i][k] - (j < a->n ? a->v[j][k] : 0);
+			active |= d[k] != 0;
+		}
+		if (!active)
+			continue;
+		any = true;
+		printf("%-8s %-15s", when, b->cls[i]);
+		for (int k = 0; k < W_OPENS; k++)
+			printf(" %9.1f", d[k] / mib / dt);
+		printf(" %7.0f %8.0f\n", d[W_OPENS], d[W_SWITCHES]);
+	}
+	if (!any)
+		printf("%-8s (idle)\n", when);
+	fflush(stdout);
+}
+
+/*
+ * Prints, every secs, the rates of each class that moved anything: MiB/s
+ * through RWF_DONTCACHE, through the fallback and cached, for reads and
+ * writes, and the opens and switches of the interval.
+ */
+static int stat_watch(const char *mnt, double secs, long count)
+{
+	struct sample s[2];
+	int cur = 0;
+
+	if (take_sample(mnt, &s[0]) < 0)
+		return report_xattr_error(mnt, "counters");
+	printf("every %.1f s: MiB/s by backing I/O mode, opens and switches in the interval\n",
+	       secs);
+	printf("%-8s %-15s %9s %9s %9s %9s %9s %9s %7s %8s\n", "time", "class",
+	       "dc_read", "dc_write", "fb_read", "fb_write", "c_read",
+	       "c_write", "opens", "switches");
+	for (long i = 0; count <= 0 || i < count; i++) {
+		struct timespec ts = { (time_t)secs,
+				       (long)((secs - (double)(time_t)secs) * 1e9) };
+
+		while (nanosleep(&ts, &ts) < 0)
+			;
+		if (take_sample(mnt, &s[!cur]) < 0)
+			return report_xattr_error(mnt, "counters");
+		print_rates(&s[cur], &s[!cur]);
+		cur = !cur;
+	}
+	return 0;
+}
+
+/* ---- --files: the daemon's tab-separated listing, aligned ------------- */
+
+#define FILES_COLS 8
+
+static int stat_files(const char *mnt)
+{
+	char *text = read_xattr(mnt, "user.dcfs.files");
+	size_t width[FILES_COLS] = { 0 };
+	char *p, *line, *save;
+
+	if (!text)
+		return report_xattr_error(mnt, "open files");
+	/* Two passes: widths, then the rows; the last column is not padded. */
+	for (int pass = 0; pass < 2; pass++) {
+		char *copy = strdup(text);
+
+		if (!copy) {
+			free(text);
+			return 1;
+		}
+		for (line = strtok_r(copy, "\n", &save); line;
+		     line = strtok_r(NULL, "\n", &save)) {
+			int col = 0;
+
+			if (line[0] == '#') {
+				if (pass)
+					printf("%s\n", line);
+				continue;
+			}
+			for (p = line; col < FILES_COLS; col++) {
+				size_t len = strcspn(p, "\t");
+				bool last = col == FILES_COLS - 1 || !p[len];
+
+				if (!pass && len > width[col])
+					width[col] = len;
+				if (pass)
+					printf("%-*.*s%s", last ? 0 : (int)width[col],
+					       (int)len, p, last ? "\n" : "  ");
+				if (last)
+					break;
+				p += len + 1;
+			}
+		}
+		free(copy);
+	}
+	free(text);
+	return 0;
+}
+
+static void stat_usage(const char *prog)
+{
+	fprintf(stderr,
+		"usage: %s stat [--json | --prometheus | --files | --watch [SECS] [--count N]] MOUNTPOINT\n",
+		prog);
+}
+
+static bool parse_secs(const char *s, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || *end || !(v >= 0.1 && v <= 86400))
+		return false;
+	*out = v;
+	return true;
+}
+
 int cmd_stat(int argc, char *argv[])
 {
-	bool json = false;
-	const char *mnt = NULL;
+	enum { TABLE, JSON, PROM, FILES, WATCH } mode = TABLE;
+	const char *mnt = NULL, *name;
+	double secs = 1.0;
+	long count = 0;
+	bool bad = false;
 	char *text;
 
-	for (int i = 2; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0)
-			json = true;
-		else if (!mnt && argv[i][0] != '-')
-			mnt = argv[i];
-		else
-			mnt = NULL, argc = -1;
+	for (int i = 2; i < argc && !bad; i++) {
+		const char *a = argv[i];
+
+		if (strcmp(a, "--json") == 0 || strcmp(a, "--prometheus") == 0 ||
+		    strcmp(a, "--files") == 0) {
+			bad = mode != TABLE;
+			mode = a[2] == 'j' ? JSON : a[2] == 'p' ? PROM : FILES;
+		} else if (strncmp(a, "--watch", 7) == 0 && (!a[7] || a[7] == '=')) {
+			bad = mode != TABLE;
+			mode = WATCH;
+			if (a[7])
+				bad |= !parse_secs(a + 8, &secs);
+			/* An optional SECS: a number, not the mount point itself. */
+			else if (i + 1 < argc && (i + 2 < argc || mnt) &&
+				 parse_secs(argv[i + 1], &secs))
+				i++;
+		} else if (strcmp(a, "--count") == 0 && i + 1 < argc) {
+			count = strtol(argv[++i], NULL, 10);
+			bad = count <= 0;
+		} else if (strncmp(a, "--count=", 8) == 0) {
+			count = strtol(a + 8, NULL, 10);
+			bad = count <= 0;
+		} else if (!mnt && a[0] != '-') {
+			mnt = a;
+		} else {
+			bad = true;
+		}
 	}
-	if (!mnt || argc < 0) {
-		fprintf(stderr, "usage: %s stat [--json] MOUNTPOINT\n", argv[0]);
+	if (!mnt || bad || (count && mode != WATCH)) {
+		stat_usage(argv[0]);
 		return 2;
 	}
-	text = read_xattr(mnt, json ? "user.dcfs.stats" : "user.dcfs.stats.table");
-	if (!text) {
-		fprintf(stderr, "dcfs: %s: not a dcfs mount point (%m)\n", mnt);
-		return 1;
-	}
+	if (mode == WATCH)
+		return stat_watch(mnt, secs, count);
+	if (mode == FILES)
+		return stat_files(mnt);
+	name = mode == JSON ? "user.dcfs.stats" :
+	       mode == PROM ? "user.dcfs.stats.prometheus" : "user.dcfs.stats.table";
+	text = read_xattr(mnt, name);
+	if (!text)
+		return report_xattr_error(mnt, "counters");
 	fputs(text, stdout);
 	free(text);
 	return 0;

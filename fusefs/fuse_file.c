@@ -34,6 +34,7 @@ static int backing_flags(int flags)
  * releases (a lazy unmount with files still open) are freed at teardown.
  */
 static struct dcfs_file *open_files;
+static size_t nopen_files;
 static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void files_link(struct dcfs_file *f)
@@ -43,6 +44,7 @@ static void files_link(struct dcfs_file *f)
 	if (open_files)
 		open_files->prev = f;
 	open_files = f;
+	nopen_files++;
 	pthread_mutex_unlock(&files_lock);
 }
 
@@ -55,6 +57,27 @@ static void files_unlink(struct dcfs_file *f)
 		open_files = f->next;
 	if (f->next)
 		f->next->prev = f->prev;
+	nopen_files--;
+	pthread_mutex_unlock(&files_lock);
+}
+
+/* For the graceful stop (shutdown.c). */
+size_t files_open_count(void)
+{
+	size_t n;
+
+	pthread_mutex_lock(&files_lock);
+	n = nopen_files;
+	pthread_mutex_unlock(&files_lock);
+	return n;
+}
+
+/* For `dcfs stat --files`: fn runs with the list locked, f cannot go away. */
+void files_foreach(void (*fn)(struct dcfs_file *f, void *arg), void *arg)
+{
+	pthread_mutex_lock(&files_lock);
+	for (struct dcfs_file *f = open_files; f; f = f->next)
+		fn(f, arg);
 	pthread_mutex_unlock(&files_lock);
 }
 
@@ -86,6 +109,7 @@ static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
 static void file_free(struct dcfs_file *f)
 {
 	files_unlink(f);
+	stats_file_close(f);
 	if (f->io->release)
 		f->io->release(f);
 	close(f->fd);
@@ -149,6 +173,10 @@ static void dcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct dcfs_inode *inode = dcfs_inode_of(ino);
 	int fd, err;
 
+	if (shutdown_refuses_open(req, inode, NULL)) {
+		fuse_reply_err(req, EBUSY);
+		return;
+	}
 	fd = open_inode(inode, backing_flags(fi->flags) & ~O_NOFOLLOW);
 	fdcache_report(fd < 0 ? -fd : 0, "open");
 	if (fd < 0) {
@@ -205,6 +233,12 @@ static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	bool created;
 	int fd, err, dirfd = inode_pin(dir);
 
+	if (shutdown_refuses_open(req, dir, name)) {
+		if (dirfd >= 0)
+			inode_unpin(dir);
+		fuse_reply_err(req, EBUSY);
+		return;
+	}
 	if (dirfd < 0) {
 		fuse_reply_err(req, -dirfd);
 		return;

@@ -19,14 +19,17 @@
  * user.dcfs.* names are answered by dcfs itself and never reach the
  * backing files: user.dcfs.policy on a file says what an open would do
  * with it now and why; on the mount root it names the config; and
- * user.dcfs.stats (JSON) / user.dcfs.stats.table on the root show the
- * counters.
+ * user.dcfs.stats (JSON) / user.dcfs.stats.table /
+ * user.dcfs.stats.prometheus on the root show the counters, and
+ * user.dcfs.files on the root lists the open files.
  *
  * Who sees what: the policy of a file is shown to anyone who may read the
  * file's attributes (it follows from its name, size and the rules); the
  * config file's path and the mount-wide counters (other users' traffic)
  * only to root.  Others get the root's summary without the path, and
- * EACCES for the counters.
+ * EACCES for the counters.  The open files are listed per caller: FUSE
+ * tells the daemon the uid of whoever asks, root gets every handle, anyone
+ * else only the handles they opened themselves.
  */
 #define VIRTUAL_PREFIX "user.dcfs."
 
@@ -97,6 +100,10 @@ static char *virtual_value(fuse_req_t req, struct dcfs_inode *inode,
 		v = stats_json();
 	} else if (root && strcmp(name, VIRTUAL_PREFIX "stats.table") == 0) {
 		v = stats_table();
+	} else if (root && strcmp(name, VIRTUAL_PREFIX "stats.prometheus") == 0) {
+		v = stats_prometheus();
+	} else if (root && strcmp(name, VIRTUAL_PREFIX "files") == 0) {
+		v = stats_files(fuse_req_ctx(req)->uid);
 	}
 	return v;
 }

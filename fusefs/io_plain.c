@@ -32,7 +32,7 @@ static void counted_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 			 off_t off)
 {
 	/* Requested, not returned: a splice reply does not say how much. */
-	stats_add(f->policy, ST_READ_CACHED, size);
+	stats_io(f, ST_READ_CACHED, size);
 	plain_read(req, f, size, off);
 }
 
@@ -42,7 +42,7 @@ static ssize_t counted_write(struct dcfs_file *f, struct fuse_bufvec *in,
 	ssize_t n = plain_write(f, in, off);
 
 	if (n > 0)
-		stats_add(f->policy, ST_WRITE_CACHED, (uint64_t)n);
+		stats_io(f, ST_WRITE_CACHED, (uint64_t)n);
 	return n;
 }
 

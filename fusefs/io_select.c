@@ -145,6 +145,7 @@ int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi)
 	struct dcfs_config *cfg;
 	struct stat st;
 	bool writable = (f->flags & O_ACCMODE) != O_RDONLY;
+	int err;
 
 	if (fstat(f->fd, &st) < 0)
 		return -errno;
@@ -153,6 +154,11 @@ int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi)
 		return 0;
 	}
 	policy_for_inode(req, f->inode, st.st_size, writable, &d, &cfg);
+	err = stats_file_open(req, f, &d);
+	if (err) {
+		config_put(cfg);
+		return err;
+	}
 	apply_decision(f, &d, cfg, fi);
 	config_put(cfg);
 	stats_add(f->policy, ST_OPENED, 1);

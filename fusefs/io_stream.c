@@ -35,7 +35,7 @@ static ssize_t read_uncached(struct dcfs_file *f, void *buf, size_t len,
 
 	if (n != -EOPNOTSUPP) {
 		if (n > 0)
-			stats_add(f->policy, ST_READ_DONTCACHE, (uint64_t)n);
+			stats_io(f, ST_READ_DONTCACHE, (uint64_t)n);
 		return n;
 	}
 	if (!f->fadv_random) {
@@ -45,7 +45,7 @@ static ssize_t read_uncached(struct dcfs_file *f, void *buf, size_t len,
 	}
 	n = fallback_read(f, buf, len, off);
 	if (n > 0)
-		stats_add(f->policy, ST_READ_FALLBACK, (uint64_t)n);
+		stats_io(f, ST_READ_FALLBACK, (uint64_t)n);
 	return n;
 }
 
@@ -110,7 +110,7 @@ static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 	ssize_t n;
 
 	if (!f->read_uncached) {
-		stats_add(f->policy, ST_READ_CACHED, size);
+		stats_io(f, ST_READ_CACHED, size);
 		plain_read(req, f, size, off);
 		return;
 	}
@@ -142,7 +142,7 @@ static ssize_t write_uncached(struct dcfs_file *f, const void *buf, size_t len,
 
 	if (n != -EOPNOTSUPP) {
 		if (n > 0) {
-			stats_add(f->policy, ST_WRITE_DONTCACHE, (uint64_t)n);
+			stats_io(f, ST_WRITE_DONTCACHE, (uint64_t)n);
 			if (f->dc_hi == f->dc_lo || off < f->dc_lo)
 				f->dc_lo = off;
 			if (off + n > f->dc_hi)
@@ -152,7 +152,7 @@ static ssize_t write_uncached(struct dcfs_file *f, const void *buf, size_t len,
 	}
 	n = fallback_write(f, buf, len, off);
 	if (n > 0)
-		stats_add(f->policy, ST_WRITE_FALLBACK, (uint64_t)n);
+		stats_io(f, ST_WRITE_FALLBACK, (uint64_t)n);
 	return n;
 }
 
@@ -167,7 +167,7 @@ static ssize_t stream_write(struct dcfs_file *f, struct fuse_bufvec *in,
 	if (!f->write_uncached) {
 		n = plain_write(f, in, off);
 		if (n > 0)
-			stats_add(f->policy, ST_WRITE_CACHED, (uint64_t)n);
+			stats_io(f, ST_WRITE_CACHED, (uint64_t)n);
 		return n;
 	}
 	if (in->count == 1 && !(in->buf[0].flags & FUSE_BUF_IS_FD)) {
@@ -231,7 +231,7 @@ static void switch_now(struct dcfs_file *f)
 	/* Counters stay with the class decided at open (auto, or deferred). */
 	f->switch_after = 0;
 	set_uncached_flags(f, f->target);
-	stats_add(f->policy, ST_SWITCHED, 1);
+	stats_io(f, ST_SWITCHED, 1);
 	if (!f->was_resident)
 		drop_written(f, f->pre_lo, f->pre_hi);
 	notify_inval(ino, f->pre_lo, f->pre_hi - f->pre_lo);

@@ -52,6 +52,7 @@ static void dcfs_init(void *userdata, struct fuse_conn_info *conn)
 		 dcfs.opt.backing, dcfs.opt.mountpoint, conn->max_write,
 		 conn->max_readahead);
 	inode_table_probe();
+	caps_log_startup();
 	warn_low_fd_limit();
 }
 
@@ -169,9 +170,10 @@ static int run(struct fuse_args *args)
 		goto out_unmount;
 	/* Threads only after fuse_daemonize(): they would not survive its fork. */
 	creds_drop_reserve();
-	if (reload_start() < 0 || notify_start(se) < 0)
+	if (reload_start() < 0 || notify_start(se) < 0 || shutdown_start() < 0)
 		goto out_unmount;
 	ret = serve(se) ? 1 : 0;
+	shutdown_stop();
 	notify_stop();
 	stuck = reload_stop();
 out_unmount:

@@ -59,6 +59,7 @@ static const char *const known[] = {
 };
 static const char *const known_prefix[] = {
 	"config=", "attr_timeout=", "entry_timeout=", "max_threads=", "cache=",
+	"stop_timeout=",
 	"fsname=", "subtype=", "max_read=", "blksize=", "user=", "context=",
 	"fscontext=", "defcontext=", "rootcontext=", NULL
 };

@@ -35,6 +35,7 @@ static const struct fuse_opt dcfs_opts[] = {
 	DCFS_OPT("nodefault_permissions", nodefault_permissions, 1),
 	DCFS_OPT("max_threads=%d", max_threads, 0),
 	DCFS_OPT("max_idle_threads=%d", max_idle_threads, 0),
+	DCFS_OPT("stop_timeout=%d", stop_timeout, 0),
 	DCFS_OPT("clone_fd", clone_fd, 1),
 	DCFS_OPT("-s", singlethread, 1),
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
@@ -160,6 +161,7 @@ int options_parse(struct fuse_args *args, struct dcfs_options *opt)
 	opt->entry_timeout = -1.0;
 	opt->max_threads = default_threads();
 	opt->max_idle_threads = -1;
+	opt->stop_timeout = DCFS_STOP_TIMEOUT;
 	if (fuse_opt_parse(args, opt, dcfs_opts, opt_proc) < 0)
 		return -EINVAL;
 	return apply_cache_mode(opt);
@@ -169,7 +171,7 @@ void options_usage(const char *prog)
 {
 	printf("usage: %s [options] BACKING_DIR MOUNTPOINT\n"
 	       "       %s --check-config FILE\n"
-	       "       %s stat [--json] MOUNTPOINT\n\n"
+	       "       %s stat [--json | --prometheus | --files | --watch [SECS]] MOUNTPOINT\n\n"
 	       "    -h, --help             print this help\n"
 	       "    -V, --version          print version\n"
 	       "    -f                     stay in the foreground, log to stderr\n"
@@ -185,6 +187,7 @@ void options_usage(const char *prog)
 	       "    -o max_threads=N       worker threads (default: CPUs, at least 2)\n"
 	       "    -o max_idle_threads=N  idle workers kept (-1: all)\n"
 	       "    -o clone_fd            one /dev/fuse fd per thread\n"
+	       "    -o stop_timeout=SECS   SIGTERM waits this long for open files (30)\n"
 	       "    -o allow_other, ro, fsname=..., and the other FUSE mount\n"
 	       "       options of mount.fuse3(8)\n",
 	       prog, prog, prog);
@@ -243,6 +246,10 @@ int options_validate(const struct dcfs_options *opt)
 	if (opt->allow_other && opt->allow_root) {
 		fprintf(stderr,
 			"dcfs: allow_other and allow_root exclude each other (allow_other already lets root in)\n");
+		return -EINVAL;
+	}
+	if (opt->stop_timeout < 0 || opt->stop_timeout > 86400) {
+		fprintf(stderr, "dcfs: stop_timeout must be between 0 and 86400 seconds\n");
 		return -EINVAL;
 	}
 	if (opt->max_threads < 1) {

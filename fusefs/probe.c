@@ -6,12 +6,14 @@
  * or filesystem), never an error for the caller: it is remembered and the
  * I/O is redone through the fallback.
  */
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/statfs.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "dcfs_io.h"
 #include "dcfs_sys.h"
@@ -131,4 +133,43 @@ size_t probe_snapshot(struct probe *out, size_t max)
 	}
 	pthread_mutex_unlock(&probe_lock);
 	return n;
+}
+
+/*
+ * Probes the filesystem of directory dirfd at once, instead of at its first
+ * streamed I/O, so the startup log and `dcfs stat` can say what it does:
+ * one page written and read back with RWF_DONTCACHE in an O_TMPFILE, which
+ * has no name and vanishes at close.  Where that cannot be made (read-only,
+ * full, no O_TMPFILE, no write permission) the states stay unknown and real
+ * I/O decides later, as before.
+ */
+struct probe *probe_dir(int dirfd)
+{
+	static char page[4096];
+	struct iovec iov = { page, sizeof(page) };
+	struct probe *p;
+	int fd, expected;
+	ssize_t n;
+
+	fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return probe_get(dirfd);
+	p = probe_get(fd);
+	if (p == &overflow)
+		goto out;
+	n = pwritev2(fd, &iov, 1, 0, DCFS_RWF_DONTCACHE);
+	expected = PROBE_UNKNOWN;
+	if (n == (ssize_t)sizeof(page) || (n < 0 && errno == EOPNOTSUPP))
+		atomic_compare_exchange_strong(&p->wr, &expected,
+					       n < 0 ? PROBE_NO : PROBE_YES);
+	if (n < 0 && pwrite(fd, page, sizeof(page), 0) != (ssize_t)sizeof(page))
+		goto out;
+	n = preadv2(fd, &iov, 1, 0, DCFS_RWF_DONTCACHE);
+	expected = PROBE_UNKNOWN;
+	if (n >= 0 || errno == EOPNOTSUPP)
+		atomic_compare_exchange_strong(&p->rd, &expected,
+					       n < 0 ? PROBE_NO : PROBE_YES);
+out:
+	close(fd);
+	return p;
 }

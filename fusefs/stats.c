@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Per-mount counters by I/O class (the policy decided at open), and the
- * probe results, rendered as JSON for the user.dcfs.stats xattr; `dcfs
- * stat` turns that into a table.
+ * probe results, rendered for the user.dcfs.stats* xattrs: JSON (a stable
+ * interface, documented in dcfs(8)), a table, and the Prometheus text
+ * format.  Each open handle also carries a struct file_stats (who opened
+ * it, the rule that decided, bytes moved) for user.dcfs.files.
  */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/sysmacros.h>
 
 #include "dcfs_io.h"
@@ -32,6 +35,55 @@ void stats_add(int policy, enum stat_kind k, uint64_t n)
 	if (policy > 0 && policy < NPOLICIES)
 		atomic_fetch_add_explicit(&counters[policy][k], n,
 					  memory_order_relaxed);
+}
+
+struct file_stats {
+	uid_t uid; /* of the opener: only they (and root) see the handle */
+	pid_t pid;
+	_Atomic uint64_t bytes[2]; /* read, written */
+	char why[192];		   /* the rule that decided */
+};
+
+static bool is_read_kind(enum stat_kind k)
+{
+	return k == ST_READ_DONTCACHE || k == ST_READ_FALLBACK ||
+	       k == ST_READ_CACHED;
+}
+
+/* Data moved by handle f: the class counters and the handle's own. */
+void stats_io(struct dcfs_file *f, enum stat_kind k, uint64_t n)
+{
+	stats_add(f->policy, k, n);
+	if (f->stats && k != ST_SWITCHED && k != ST_OPENED)
+		atomic_fetch_add_explicit(&f->stats->bytes[is_read_kind(k) ? 0 : 1],
+					  n, memory_order_relaxed);
+}
+
+int stats_file_open(fuse_req_t req, struct dcfs_file *f,
+		    const struct dcfs_decision *d)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct file_stats *st = calloc(1, sizeof(*st));
+
+	if (!st)
+		return -ENOMEM;
+	st->uid = ctx->uid;
+	st->pid = ctx->pid;
+	/* Copied: the class name belongs to a config a reload may free. */
+	snprintf(st->why, sizeof(st->why), "%s%s%s",
+		 d->class_name ? "class " : "",
+		 d->class_name ? d->class_name : "",
+		 d->class_name ? ", " : "");
+	snprintf(st->why + strlen(st->why), sizeof(st->why) - strlen(st->why),
+		 "%s", d->reason);
+	f->stats = st;
+	return 0;
+}
+
+void stats_file_close(struct dcfs_file *f)
+{
+	free(f->stats);
+	f->stats = NULL;
 }
 
 static void json_classes(FILE *out)
@@ -117,6 +169,240 @@ char *stats_table(void)
 			probes[i].fstype, probe_state_name(probes[i].rd),
 			probe_state_name(probes[i].wr));
 	if (fclose(out) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/* Prometheus label values: backslash, double quote and newline escaped. */
+static void prom_label(FILE *out, const char *name, const char *v)
+{
+	fprintf(out, "%s=\"", name);
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			fprintf(out, "\\%c", *v);
+		else if (*v == '\n')
+			fputs("\\n", out);
+		else
+			fputc(*v, out);
+	}
+	fputc('"', out);
+}
+
+static void prom_head(FILE *out, const char *name, const char *type,
+		      const char *help)
+{
+	fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* name{mountpoint="..."[,class="..."] */
+static void prom_start(FILE *out, const char *name, int policy)
+{
+	fprintf(out, "%s{", name);
+	prom_label(out, "mountpoint", dcfs.opt.mountpoint);
+	if (policy) {
+		fputc(',', out);
+		prom_label(out, "class", policy_name(policy));
+	}
+}
+
+static const struct {
+	enum stat_kind kind;
+	const char *direction, *mode;
+} byte_kinds[] = {
+	{ ST_READ_DONTCACHE, "read", "dontcache" },
+	{ ST_READ_FALLBACK, "read", "fallback" },
+	{ ST_READ_CACHED, "read", "cached" },
+	{ ST_WRITE_DONTCACHE, "write", "dontcache" },
+	{ ST_WRITE_FALLBACK, "write", "fallback" },
+	{ ST_WRITE_CACHED, "write", "cached" },
+};
+
+static void prom_counters(FILE *out)
+{
+	prom_head(out, "dcfs_bytes_total", "counter",
+		  "Bytes moved through the mount by I/O class (the policy decided at open), direction and backing I/O mode (dontcache: RWF_DONTCACHE, fallback: write-behind/drop-behind window, cached: page cache).");
+	for (int p = POLICY_CACHE; p < NPOLICIES; p++)
+		for (size_t i = 0; i < sizeof(byte_kinds) / sizeof(byte_kinds[0]); i++) {
+			prom_start(out, "dcfs_bytes_total", p);
+			fprintf(out, ",direction=\"%s\",mode=\"%s\"} %llu\n",
+				byte_kinds[i].direction, byte_kinds[i].mode,
+				(unsigned long long)counters[p][byte_kinds[i].kind]);
+		}
+	prom_head(out, "dcfs_opens_total", "counter",
+		  "Regular files opened, by I/O class.");
+	for (int p = POLICY_CACHE; p < NPOLICIES; p++) {
+		prom_start(out, "dcfs_opens_total", p);
+		fprintf(out, "} %llu\n",
+			(unsigned long long)counters[p][ST_OPENED]);
+	}
+	prom_head(out, "dcfs_switches_total", "counter",
+		  "Handles that switched from cached to uncached I/O (class auto, or held back by min_size).");
+	for (int p = POLICY_CACHE; p < NPOLICIES; p++) {
+		prom_start(out, "dcfs_switches_total", p);
+		fprintf(out, "} %llu\n",
+			(unsigned long long)counters[p][ST_SWITCHED]);
+	}
+}
+
+static int probe_gauge(int state)
+{
+	return state == PROBE_YES ? 1 : state == PROBE_NO ? 0 : -1;
+}
+
+static void prom_gauges(FILE *out)
+{
+	struct probe probes[64];
+	size_t n = probe_snapshot(probes, 64);
+	char dev[32];
+
+	prom_head(out, "dcfs_dontcache_supported", "gauge",
+		  "RWF_DONTCACHE probe of each backing filesystem: 1 supported, 0 not (the fallback is used), -1 not probed yet.");
+	for (size_t i = 0; i < n; i++) {
+		for (int d = 0; d < 2; d++) {
+			prom_start(out, "dcfs_dontcache_supported", 0);
+			snprintf(dev, sizeof(dev), "%u:%u", major(probes[i].dev),
+				 minor(probes[i].dev));
+			fputc(',', out);
+			prom_label(out, "dev", dev);
+			fputc(',', out);
+			prom_label(out, "fstype", probes[i].fstype);
+			fprintf(out, ",direction=\"%s\"} %d\n",
+				d ? "write" : "read",
+				probe_gauge(d ? probes[i].wr : probes[i].rd));
+		}
+	}
+	prom_head(out, "dcfs_open_files", "gauge", "File handles open now.");
+	prom_start(out, "dcfs_open_files", 0);
+	fprintf(out, "} %zu\n", files_open_count());
+	prom_head(out, "dcfs_stopping", "gauge",
+		  "1 while a graceful stop waits for open files (new opens get EBUSY).");
+	prom_start(out, "dcfs_stopping", 0);
+	fprintf(out, "} %d\n", shutdown_draining() ? 1 : 0);
+	prom_head(out, "dcfs_info", "gauge", "dcfs version and backing directory.");
+	prom_start(out, "dcfs_info", 0);
+	fputc(',', out);
+	prom_label(out, "backing", dcfs.opt.backing);
+	fputs(",version=\"" DCFS_VERSION "\"} 1\n", out);
+}
+
+char *stats_prometheus(void)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+
+	if (!out)
+		return NULL;
+	prom_counters(out);
+	prom_gauges(out);
+	if (fclose(out) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/*
+ * user.dcfs.files: one tab-separated line per open regular file, for `dcfs
+ * stat --files`.  A getxattr value is limited to 64 KiB by the kernel, so
+ * the listing stops short of that and says how many it left out.
+ */
+#define FILES_MAX_TEXT 60000
+
+struct files_ctx {
+	FILE *out;
+	uid_t who;
+	long pos; /* bytes written so far */
+	size_t left_out;
+};
+
+/* Tab, newline and backslash of a path escaped, so a line stays a line. */
+static void tsv_field(FILE *out, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\t')
+			fputs("\\t", out);
+		else if (*s == '\n')
+			fputs("\\n", out);
+		else if (*s == '\\')
+			fputs("\\\\", out);
+		else
+			fputc(*s, out);
+	}
+}
+
+static const char *dir_mode(const struct dcfs_file *f, bool uncached,
+			    int probe_state)
+{
+	if (f->io == &io_plain || !uncached)
+		return "cached";
+	return probe_state == PROBE_NO ? "fallback" : "dontcache";
+}
+
+static void handle_mode(struct dcfs_file *f, char *buf, size_t size)
+{
+	const char *r, *w;
+	uint64_t after;
+
+	pthread_mutex_lock(&f->lock);
+	r = dir_mode(f, f->read_uncached, f->probe ? f->probe->rd : PROBE_UNKNOWN);
+	w = dir_mode(f, f->write_uncached, f->probe ? f->probe->wr : PROBE_UNKNOWN);
+	after = f->io == &io_stream ? f->switch_after : 0;
+	pthread_mutex_unlock(&f->lock);
+	if (strcmp(r, w) == 0)
+		snprintf(buf, size, "%s", r);
+	else
+		snprintf(buf, size, "read %s, write %s", r, w);
+	if (after)
+		snprintf(buf + strlen(buf), size - strlen(buf),
+			 " (uncached after %llu bytes)", (unsigned long long)after);
+}
+
+static void list_one(struct dcfs_file *f, void *arg)
+{
+	struct files_ctx *c = arg;
+	struct file_stats *st = f->stats;
+	char path[4096], mode[96];
+
+	if (!st || (c->who != 0 && st->uid != c->who))
+		return;
+	if (c->pos > FILES_MAX_TEXT) {
+		c->left_out++;
+		return;
+	}
+	if (file_backing_path(f->inode, path, sizeof(path)) < 0)
+		snprintf(path, sizeof(path), "/(ino %llu, unreachable)",
+			 (unsigned long long)f->inode->ino);
+	handle_mode(f, mode, sizeof(mode));
+	fprintf(c->out, "%u\t%d\t%s\t%s\t%llu\t%llu\t", (unsigned int)st->uid,
+		(int)st->pid, policy_name(f->policy), mode,
+		(unsigned long long)st->bytes[0], (unsigned long long)st->bytes[1]);
+	tsv_field(c->out, dcfs.opt.mountpoint);
+	if (strcmp(path, "/") != 0)
+		tsv_field(c->out, path);
+	fputc('\t', c->out);
+	tsv_field(c->out, st->why);
+	fputc('\n', c->out);
+	c->pos = ftell(c->out);
+}
+
+char *stats_files(uid_t who)
+{
+	struct files_ctx c = { .who = who };
+	char *buf = NULL;
+	size_t len = 0;
+
+	c.out = open_memstream(&buf, &len);
+	if (!c.out)
+		return NULL;
+	fputs("uid\tpid\tclass\tmode\tread\twritten\tpath\trule\n", c.out);
+	files_foreach(list_one, &c);
+	if (c.left_out)
+		fprintf(c.out, "# %zu more open files not shown (a listing is limited to 64 KiB)\n",
+			c.left_out);
+	if (fclose(c.out) != 0) {
 		free(buf);
 		return NULL;
 	}

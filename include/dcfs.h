@@ -28,6 +28,8 @@
 #include <sys/types.h>
 
 #define DCFS_VERSION "0.1.0"
+/* Default seconds a SIGTERM waits for open files (-o stop_timeout). */
+#define DCFS_STOP_TIMEOUT 30
 
 struct file_handle;
 
@@ -66,6 +68,7 @@ struct dcfs_io {
 };
 
 struct probe;
+struct file_stats;
 
 struct dcfs_file {
 	int fd; /* backing fd opened with the caller's flags */
@@ -90,6 +93,7 @@ struct dcfs_file {
 	off_t pre_lo, pre_hi; /* span cached before the switch */
 	uint64_t window;
 	struct probe *probe;
+	struct file_stats *stats; /* stats.c: who opened it, why, bytes moved */
 
 	/* read-ahead buffer (uncached reads) */
 	char *ra_buf;
@@ -119,6 +123,7 @@ struct dcfs_options {
 	int nonempty;
 	int nodefault_permissions;
 	int max_threads;
+	int stop_timeout; /* seconds SIGTERM waits for open files */
 	int max_idle_threads;
 	int clone_fd;
 	int foreground;
@@ -224,6 +229,15 @@ bool guard_is_self(int fd);
 /* fuse_file.c, fuse_dir.c: handles the kernel never released */
 void files_release_all(void);
 void dirs_release_all(void);
+size_t files_open_count(void);
+void files_foreach(void (*fn)(struct dcfs_file *f, void *arg), void *arg);
+
+/* shutdown.c: graceful stop on SIGTERM/SIGINT */
+int shutdown_start(void);
+void shutdown_stop(void);
+bool shutdown_draining(void);
+bool shutdown_refuses_open(fuse_req_t req, struct dcfs_inode *inode,
+			   const char *name);
 
 /* fuse_inode.c, fuse_dir.c, fuse_file.c, fuse_xattr.c: handler tables */
 void fuse_inode_ops(struct fuse_lowlevel_ops *ops);

@@ -22,6 +22,7 @@ struct probe {
 
 /* probe.c */
 struct probe *probe_get(int fd);
+struct probe *probe_dir(int dirfd);
 ssize_t uncached_pread(struct probe *p, int fd, void *buf, size_t len,
 		       off_t off);
 ssize_t uncached_pwrite(struct probe *p, int fd, const void *buf, size_t len,
@@ -62,7 +63,16 @@ enum stat_kind {
 	ST__COUNT
 };
 void stats_add(int policy, enum stat_kind k, uint64_t n);
+void stats_io(struct dcfs_file *f, enum stat_kind k, uint64_t n);
+int stats_file_open(fuse_req_t req, struct dcfs_file *f,
+		    const struct dcfs_decision *d);
+void stats_file_close(struct dcfs_file *f);
 char *stats_json(void);
 char *stats_table(void);
+char *stats_prometheus(void);
+char *stats_files(uid_t who);
+
+/* caps.c */
+void caps_log_startup(void);
 
 #endif

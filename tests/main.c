@@ -22,6 +22,7 @@ Suite *policy_suite(void); /* test_policy.c */
 Suite *stream_suite(void); /* test_stream.c */
 Suite *security_suite(void); /* test_security.c */
 Suite *scale_suite(void); /* test_scale.c */
+Suite *ops_suite(void); /* test_ops.c */
 
 static const struct config configs[] = {
 	{ "ext4-dcfs", FS_EXT4, MM_DAEMON, NULL },
@@ -108,6 +109,7 @@ int main(void)
 		srunner_add_suite(sr, stream_suite());
 		srunner_add_suite(sr, security_suite());
 		srunner_add_suite(sr, scale_suite());
+		srunner_add_suite(sr, ops_suite());
 	}
 	if (!getenv("CK_FORK"))
 		srunner_set_fork_status(sr, CK_FORK);

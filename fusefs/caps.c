@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * One log line per backing filesystem when the mount comes up, so the
+ * journal says what dcfs will do on each before anything streams: the
+ * RWF_DONTCACHE probe (read/write), kernel FUSE passthrough, how inodes are
+ * identified (handle.c) and how many file descriptors that leaves.
+ *
+ * The backing filesystems are the one holding the backing directory and
+ * every filesystem mounted below it (found in /proc/self/mountinfo); each
+ * is probed at once by probe_dir().
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "dcfs_io.h"
+
+#define MAX_BACKING_FS 64
+
+/* Undoes mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape(char *s)
+{
+	char *d = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*d++ = *s;
+		}
+	}
+	*d = '\0';
+}
+
+static bool below_backing(const char *path)
+{
+	size_t n = strlen(dcfs.opt.backing);
+
+	if (n == 1) /* backing is "/" */
+		return path[1] != '\0';
+	return strncmp(path, dcfs.opt.backing, n) == 0 && path[n] == '/';
+}
+
+/*
+ * Opening and writing there could hang the mount's INIT on a server that
+ * does not answer, or trigger an automount: those are probed by real I/O.
+ */
+static bool remote_or_automounted(const char *fstype)
+{
+	static const char *const skip[] = { "fuse", "nfs", "cifs", "smb", "9p",
+					    "ceph", "glusterfs", "afs", "autofs" };
+
+	for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
+		if (strncmp(fstype, skip[i], strlen(skip[i])) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * libfuse 3.14 has no kernel passthrough of its own; passthrough.c (issue
+ * 10) answers this once it is there.
+ */
+static const char *passthrough_state(void)
+{
+	return "no";
+}
+
+static void log_one(const char *where, dev_t *seen, size_t *nseen)
+{
+	char limit[32] = "unlimited", ident[96];
+	struct file_handle *fh;
+	struct probe *p;
+	struct rlimit rl;
+	struct stat st;
+	int fd;
+
+	fd = open(where, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	p = probe_dir(fd);
+	/* Probes the identity mode of a filesystem not seen yet, too. */
+	fh = fstat(fd, &st) == 0 ? handle_for(fd, &st) : NULL;
+	close(fd);
+	for (size_t i = 0; i < *nseen; i++)
+		if (seen[i] == p->dev) {
+			free(fh);
+			return;
+		}
+	if (*nseen < MAX_BACKING_FS)
+		seen[(*nseen)++] = p->dev;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		snprintf(limit, sizeof(limit), "%llu",
+			 (unsigned long long)rl.rlim_cur);
+	/*
+	 * With file handles the fd cache keeps at most its budget of O_PATH
+	 * fds and the rest of the limit is for open files; without, every
+	 * inode in use holds an fd and the limit bounds the tree in use.
+	 */
+	if (fh)
+		snprintf(ident, sizeof(ident),
+			 "identity file handle; fd budget %zu cached O_PATH of %s",
+			 fdcache_budget(), limit);
+	else
+		snprintf(ident, sizeof(ident),
+			 "identity O_PATH fd per inode; fd budget %s", limit);
+	free(fh);
+	log_info("backing %s %s (dev %u:%u): RWF_DONTCACHE read %s, write %s; passthrough %s; %s\n",
+		 p->fstype[0] ? p->fstype : "fs", where, major(p->dev),
+		 minor(p->dev), probe_state_name(p->rd),
+		 probe_state_name(p->wr), passthrough_state(), ident);
+}
+
+void caps_log_startup(void)
+{
+	dev_t seen[MAX_BACKING_FS];
+	size_t nseen = 0, cap = 0;
+	char *line = NULL;
+	FILE *fp;
+
+	log_one(dcfs.opt.backing, seen, &nseen);
+	fp = fopen("/proc/self/mountinfo", "re");
+	if (!fp)
+		return;
+	/* id parent major:minor root MOUNTPOINT ... - FSTYPE SOURCE ... */
+	while (getline(&line, &cap, fp) > 0) {
+		char *sep = strstr(line, " - "), *save, *f;
+
+		if (!sep)
+			continue;
+		*sep = '\0';
+		f = strtok_r(line, " ", &save);
+		for (int i = 0; f && i < 4; i++)
+			f = strtok_r(NULL, " ", &save);
+		if (!f)
+			continue;
+		unescape(f);
+		/* Our own mount point is never below the backing dir (guard.c). */
+		if (!below_backing(f))
+			continue;
+		if (remote_or_automounted(sep + 3))
+			log_info("backing %.*s %s: not probed at startup (remote, FUSE or automounted)\n",
+				 (int)strcspn(sep + 3, " "), sep + 3, f);
+		else
+			log_one(f, seen, &nseen);
+	}
+	free(line);
+	fclose(fp);
+}

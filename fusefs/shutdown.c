@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Graceful stop.  SIGTERM (what `systemctl stop` sends) and SIGINT no
+ * longer detach the mount at once, which cut a running writer off with
+ * ENOTCONN in the middle of its file.  The first one starts a drain:
+ *
+ *  - new opens and creates fail with EBUSY (logged), so nothing new starts;
+ *  - handles already open keep working;
+ *  - once the last file handle is released, or after stop_timeout seconds,
+ *    or at a second SIGTERM/SIGINT, the session loop is ended and main()
+ *    unmounts exactly as libfuse's own handler would have: whatever is still
+ *    open then gets ENOTCONN, as before.
+ *
+ * umount(8) and fusermount3 -u do not go through here: the kernel ends the
+ * connection and the daemon exits as it always did.
+ *
+ * Invariants: the signal handler only writes one byte to a pipe (async
+ * signal safe); all decisions are taken by the stop thread, which has the
+ * signals blocked, so it never interrupts itself.  The session loop runs in
+ * the main thread and sleeps in sem_wait() (or read() with -s); the stop
+ * thread ends it with fuse_session_exit() and a signal aimed at that thread,
+ * whose handler is installed without SA_RESTART so the wait returns.
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dcfs.h"
+
+/* Refusals logged one by one before only every REFUSE_LOG_EVERY-th is. */
+#define REFUSE_LOG_FIRST 10
+#define REFUSE_LOG_EVERY 100
+
+static int wake[2] = { -1, -1 }; /* handler -> stop thread */
+static pthread_t stop_thread, main_thread;
+static bool started;
+static _Atomic bool draining, quitting;
+static _Atomic unsigned long refused;
+static struct sigaction old_term, old_int;
+
+bool shutdown_draining(void)
+{
+	return atomic_load(&draining);
+}
+
+static void on_stop_signal(int sig)
+{
+	int saved = errno;
+	char c = (char)sig;
+
+	/* A full pipe means the thread has bytes to read anyway. */
+	if (write(wake[1], &c, 1) < 0)
+		(void)0;
+	errno = saved;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Waits up to ms for a byte; returns the signal number, 0 on timeout. */
+static int wait_signal(int ms)
+{
+	struct pollfd pfd = { .fd = wake[0], .events = POLLIN };
+	char c;
+
+	if (poll(&pfd, 1, ms) <= 0 || read(wake[0], &c, 1) != 1)
+		return 0;
+	return (unsigned char)c;
+}
+
+static const char *sig_name(int sig)
+{
+	return sig == SIGINT ? "SIGINT" : "SIGTERM";
+}
+
+static void drain(int sig)
+{
+	int timeout = dcfs.opt.stop_timeout;
+	double start = now_s(), left;
+	size_t n = files_open_count();
+
+	if (n == 0) {
+		log_info("%s: no file open: unmounting\n", sig_name(sig));
+		return;
+	}
+	if (timeout <= 0) {
+		log_info("%s: stop_timeout=0: unmounting with %zu file%s open\n",
+			 sig_name(sig), n, n == 1 ? "" : "s");
+		return;
+	}
+	atomic_store(&draining, true);
+	log_info("%s: stopping: refusing new opens, waiting up to %d s for %zu open file%s (send it again to unmount now)\n",
+		 sig_name(sig), timeout, n, n == 1 ? "" : "s");
+	for (;;) {
+		left = start + timeout - now_s();
+		if (left <= 0) {
+			log_warn("stop timeout of %d s reached with %zu file%s still open: unmounting\n",
+				 timeout, n, n == 1 ? "" : "s");
+			return;
+		}
+		sig = wait_signal(left < 0.1 ? (int)(left * 1000) + 1 : 100);
+		if (atomic_load(&quitting))
+			return;
+		n = files_open_count();
+		if (sig) {
+			log_warn("second %s: unmounting now with %zu file%s open\n",
+				 sig_name(sig), n, n == 1 ? "" : "s");
+			return;
+		}
+		if (n == 0) {
+			log_info("all files closed after %.1f s: unmounting\n",
+				 now_s() - start);
+			return;
+		}
+	}
+}
+
+static void *stop_main(void *arg)
+{
+	int sig;
+
+	(void)arg;
+	do
+		sig = wait_signal(-1);
+	while (!sig && !atomic_load(&quitting));
+	if (atomic_load(&quitting))
+		return NULL;
+	drain(sig);
+	if (atomic_load(&quitting))
+		return NULL;
+	fuse_session_exit(dcfs.se);
+	pthread_kill(main_thread, SIGTERM);
+	return NULL;
+}
+
+/*
+ * Called in the thread that will run the session loop, after
+ * fuse_set_signal_handlers(): SIGTERM and SIGINT are taken over from
+ * libfuse's handler, which shutdown_stop() puts back.
+ */
+int shutdown_start(void)
+{
+	struct sigaction sa = { .sa_handler = on_stop_signal };
+	sigset_t block, old;
+	int err;
+
+	if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -errno;
+	main_thread = pthread_self();
+	/* The stop thread must never take the signals itself. */
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	err = pthread_create(&stop_thread, NULL, stop_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		close(wake[0]);
+		close(wake[1]);
+		return -err;
+	}
+	started = true;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = 0; /* no SA_RESTART: the loop's wait must return */
+	sigaction(SIGTERM, &sa, &old_term);
+	sigaction(SIGINT, &sa, &old_int);
+	return 0;
+}
+
+void shutdown_stop(void)
+{
+	if (!started)
+		return;
+	sigaction(SIGTERM, &old_term, NULL);
+	sigaction(SIGINT, &old_int, NULL);
+	atomic_store(&quitting, true);
+	if (write(wake[1], "q", 1) < 0)
+		(void)0; /* full: the thread wakes anyway */
+	pthread_join(stop_thread, NULL);
+	close(wake[0]);
+	close(wake[1]);
+	started = false;
+}
+
+/*
+ * While draining, opens fail with EBUSY: "the device is going away, try
+ * again later", which callers report sensibly.  Returns true if the open of
+ * name in dir (or of inode, name NULL) is refused.
+ */
+bool shutdown_refuses_open(fuse_req_t req, struct dcfs_inode *inode,
+			   const char *name)
+{
+	unsigned long n;
+	char path[4096];
+
+	if (!atomic_load(&draining))
+		return false;
+	n = atomic_fetch_add(&refused, 1) + 1;
+	if (n <= REFUSE_LOG_FIRST || n % REFUSE_LOG_EVERY == 0) {
+		if (file_backing_path(inode, path, sizeof(path)) < 0)
+			snprintf(path, sizeof(path), "(ino %llu)",
+				 (unsigned long long)inode->ino);
+		log_info("stopping: refused %s of %s%s%s by pid %d (EBUSY)%s\n",
+			 name ? "create" : "open", path,
+			 name && strcmp(path, "/") ? "/" : "", name ? name : "",
+			 (int)fuse_req_ctx(req)->pid,
+			 n > REFUSE_LOG_FIRST ? " (logging every 100th)" : "");
+	}
+	return true;
+}
