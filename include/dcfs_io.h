@@ -6,6 +6,7 @@
 #ifndef DCFS_IO_H
 #define DCFS_IO_H
 
+#include <stdio.h>
 #include <sys/uio.h>
 
 #include "dcfs.h"
@@ -59,10 +60,15 @@ enum stat_kind {
 	ST_READ_CACHED,
 	ST_WRITE_CACHED,
 	ST_SWITCHED,
+	ST_PASSTHROUGH, /* opens whose I/O the kernel does (passthrough.c) */
 	ST__COUNT
 };
 void stats_add(int policy, enum stat_kind k, uint64_t n);
 char *stats_json(void);
 char *stats_table(void);
+
+/* passthrough.c */
+void passthrough_json(FILE *out);
+void passthrough_table(FILE *out);
 
 #endif
