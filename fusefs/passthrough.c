@@ -403,11 +403,22 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 	f->pt = PT_NONE;
 	if (f->inode->type != S_IFREG)
 		return;
+	/* Off, and no inode left that needs its opens to agree: nothing to track. */
+	if (!atomic_load(&pt.on) && !atomic_load(&pt.ids_open)) {
+		atomic_fetch_add(&pt.opens_fwd, 1);
+		return;
+	}
 	pthread_mutex_lock(&pt.lock);
 	n = node_get(f->inode);
 	if (!n) {
+		/*
+		 * An untracked forwarded open could meet a later passthrough
+		 * open of the inode (EIO): stop registering new ones.
+		 */
+		turn_off("out of memory for the inode table");
 		pthread_mutex_unlock(&pt.lock);
-		return; /* not counted: serve forwarded as io_select() decided */
+		atomic_fetch_add(&pt.opens_fwd, 1);
+		return;
 	}
 	ident_current(&me, dcfs.privileged && fuse_req_ctx(req)->uid == 0);
 	if (n->backing_id > 0) {
@@ -582,6 +593,16 @@ static ssize_t write_init(int fd, struct iovec *iov, int count)
 		return writev(fd, iov, count);
 	}
 	out->flags |= FUSE_INIT_EXT;
+	/*
+	 * Without FUSE_HANDLE_KILLPRIV_V2 the kernel asks the daemon for
+	 * security.capability before every write (file_remove_privs() on an
+	 * inode that can never be S_NOSEC), passthrough writes included: a
+	 * round trip per write(2).  dcfs kills privileges as the backing
+	 * filesystem does: every write, truncate and O_TRUNC open runs with
+	 * the caller's identity (creds.c), which is what V2 asks of a server.
+	 */
+	if (atomic_load(&pt.init_flags) & FUSE_HANDLE_KILLPRIV_V2)
+		out->flags |= FUSE_HANDLE_KILLPRIV_V2;
 	if (offer & PT_INIT_ALLOW_MMAP) {
 		out->flags2 |= PT_INIT_ALLOW_MMAP;
 		atomic_store(&pt.mmap, true);

@@ -27,7 +27,7 @@ CG_LIMIT=1G
 META_N="15000 100000" # the first fits dcfs under this machine's 20000-fd limit
 META_RUNS=3
 BSLIST="4K 64K 1M"
-SYSTEMS="nat-buf nat-dc dcfs-cache dcfs-cache-fwd dcfs-dc dcfs-dc-t1 dcfs-btrfs"
+SYSTEMS="nat-buf nat-dc dcfs-cache dcfs-cache-fwd dcfs-auto dcfs-dc dcfs-dc-t1 dcfs-btrfs"
 HOTSYS="nat-buf nat-dc dcfs-dc dcfs-dc-hotnative dcfs-btrfs"
 HOTSYS_ALL="nat-buf nat-dc dcfs-cache dcfs-cache-fwd dcfs-dc dcfs-dc-hotnative dcfs-btrfs"
 DO_STREAM=1 DO_HOT=1 DO_META=1 KEEP=0 REPORT_ONLY=0
@@ -170,6 +170,7 @@ write_conf() {
 	mkdir -p "$W/conf"
 	printf '[global]\ndefault = dontcache\nmin_size = 0\n' > "$W/conf/dontcache.conf"
 	printf '[global]\ndefault = cache\n' > "$W/conf/cache.conf"
+	printf '[global]\ndefault = auto\nmin_size = 0\n' > "$W/conf/auto.conf"
 	# Hot-set mounts: the hot file is ordinary data, *.stream streams.
 	printf '[global]\ndefault = cache\nmin_size = 0\n\n[class bench]\nextensions = stream\npolicy = dontcache\n' \
 		> "$W/conf/hot.conf"
@@ -239,6 +240,7 @@ sys_setup() {
 	nat-dc) DIR=$E/native BDIR=$DIR FLAG=dontcache ;;
 	dcfs-cache) DIR=$M/cache BDIR=$E/cache DPID=$PID_cache ;;
 	dcfs-cache-fwd) DIR=$M/cachefwd BDIR=$E/cachefwd DPID=$PID_cachefwd ;;
+	dcfs-auto) DIR=$M/auto BDIR=$E/auto DPID=$PID_auto ;;
 	dcfs-dc) DIR=$M/dc BDIR=$E/dc DPID=$PID_dc ;;
 	dcfs-dc-t1) DIR=$M/dc1 BDIR=$E/dc1 DPID=$PID_dc1 ;;
 	dcfs-btrfs) DIR=$M/btrfs BDIR=$B/dc DPID=$PID_btrfs ;;
@@ -254,6 +256,7 @@ sys_label() {
 	nat-dc) echo "native RWF_DONTCACHE" ;;
 	dcfs-cache) echo "dcfs cache class" ;;
 	dcfs-cache-fwd) echo "dcfs cache class, -o nopassthrough" ;;
+	dcfs-auto) echo "dcfs auto class (unknown large file)" ;;
 	dcfs-dc) echo "dcfs dontcache class" ;;
 	dcfs-dc-t1) echo "dcfs dontcache, max_threads=1" ;;
 	dcfs-btrfs) echo "dcfs dontcache over btrfs (fallback)" ;;
@@ -740,7 +743,7 @@ case " $SYSTEMS $HOTSYS " in *btrfs*)
 	[ $DO_STREAM = 1 ] || [ $DO_HOT = 1 ] &&
 		make_fs btrfs "$( [ $MODE = quick ] && echo 6G || echo 14G )" "$B" ;;
 esac
-PID_cache="" PID_cachefwd="" PID_dc="" PID_dc1="" PID_btrfs="" PID_hot="" PID_meta=""
+PID_cache="" PID_cachefwd="" PID_auto="" PID_dc="" PID_dc1="" PID_btrfs="" PID_hot="" PID_meta=""
 # dcfs keeps an fd per inode the kernel knows: 100k files need more than
 # the usual 1024 (or this machine's 20000).  The daemons inherit this.
 NOFILE=$(cat /proc/sys/fs/nr_open 2>/dev/null || echo 1048576)
@@ -758,6 +761,8 @@ if [ $DO_STREAM = 1 ]; then
 	start_dcfs cache "$W/conf/cache.conf" "$E/cache" "$M/cache" ""
 	case " $SYSTEMS " in *" dcfs-cache-fwd "*)
 		start_dcfs cachefwd "$W/conf/cache.conf" "$E/cachefwd" "$M/cachefwd" "" nopassthrough ;; esac
+	case " $SYSTEMS " in *" dcfs-auto "*)
+		start_dcfs auto "$W/conf/auto.conf" "$E/auto" "$M/auto" "" ;; esac
 	start_dcfs dc "$W/conf/dontcache.conf" "$E/dc" "$M/dc" ""
 	case " $SYSTEMS " in *" dcfs-dc-t1 "*)
 		start_dcfs dc1 "$W/conf/dontcache.conf" "$E/dc1" "$M/dc1" "" max_threads=1 ;; esac
@@ -765,7 +770,7 @@ if [ $DO_STREAM = 1 ]; then
 		start_dcfs btrfs "$W/conf/dontcache.conf" "$B/dc" "$M/btrfs" "" ;; esac
 	log "streaming part: $SYSTEMS × $BSLIST × $RUNS runs"
 	stream_part
-	for s in cache cachefwd dc dc1 btrfs; do
+	for s in cache cachefwd auto dc dc1 btrfs; do
 		v=PID_$s
 		if [ -n "${!v}" ]; then
 			"$DCFS_BIN" stat "$M/$s" > "$OUT/logs/dcfs-stat-$s.txt" 2>&1 || true
