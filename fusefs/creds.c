@@ -134,3 +134,19 @@ void creds_io_end(int how)
 		syscall(SYS_setfsgid, 0);
 	}
 }
+
+/*
+ * Passthrough: the kernel keeps the credentials in force at
+ * FUSE_DEV_IOC_BACKING_OPEN for all I/O of the file.  open/create already
+ * run as a non-root caller (creds_enter()), which is what its forwarded
+ * writes use; a root caller's forwarded writes may use the reserve
+ * (creds_io_begin()), so the registration gets CAP_SYS_RESOURCE too.
+ * End with creds_io_end().
+ */
+int creds_backing_begin(fuse_req_t req)
+{
+	if (!dcfs.privileged || fuse_req_ctx(req)->uid != 0)
+		return IO_AS_DAEMON;
+	return cap_set_effective(true, CAP_SYS_RESOURCE) ? IO_RAISED
+							 : IO_AS_DAEMON;
+}

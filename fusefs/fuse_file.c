@@ -102,6 +102,7 @@ static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
 		return err;
 	}
 	fi->fh = (uintptr_t)f;
+	passthrough_open(req, f, fi);
 	files_link(f);
 	return 0;
 }
@@ -110,6 +111,7 @@ static void file_free(struct dcfs_file *f)
 {
 	files_unlink(f);
 	stats_file_close(f);
+	passthrough_release(f);
 	if (f->io->release)
 		f->io->release(f);
 	close(f->fd);

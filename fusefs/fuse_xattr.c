@@ -77,6 +77,15 @@ static char *file_policy_text(fuse_req_t req, struct dcfs_inode *inode)
 	policy_for_inode(req, inode, st.st_size, false, &d, &cfg);
 	decision_describe(&d, buf, sizeof(buf));
 	config_put(cfg);
+	if (d.policy == POLICY_CACHE) {
+		/* "cache (passthrough; class …)", "cache (forwarded: why; …)" */
+		char mode[160], *v = NULL;
+
+		passthrough_describe(inode, mode, sizeof(mode));
+		if (asprintf(&v, "cache (%s; %s", mode, buf + strlen("cache (")) < 0)
+			v = NULL;
+		return v;
+	}
 	return strdup(buf);
 }
 

@@ -116,7 +116,11 @@ static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 	}
 	pthread_mutex_lock(&f->lock);
 	gen = atomic_load(&f->inode->data_gen);
-	if (ra_covers(f, size, off, gen)) {
+	/* Writes of passthrough handles change the data behind our back. */
+	if (passthrough_bypassed(f->inode)) {
+		f->ra_len = 0;
+		read_direct(req, f, size, off);
+	} else if (ra_covers(f, size, off, gen)) {
 		reply_from_ra(req, f, size, off);
 	} else if (size < f->ra_cap && ra_reserve(f)) {
 		n = read_uncached(f, f->ra_buf, f->ra_cap, off);

@@ -35,7 +35,13 @@ static void dcfs_init(void *userdata, struct fuse_conn_info *conn)
 	 * must hand them to pwritev2() with RWF_DONTCACHE, which splice cannot.
 	 */
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
-		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
+	/*
+	 * No SPLICE_MOVE: the kernel would try to steal the backing file's
+	 * pages into the FUSE cache, and dumps every page RWF_DONTCACHE
+	 * marked ("fuse: trying to steal weird page") before copying anyway.
+	 */
+	conn->want &= ~FUSE_CAP_SPLICE_MOVE;
 	conn->want &= ~FUSE_CAP_SPLICE_READ;
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
@@ -163,6 +169,8 @@ static int run(struct fuse_args *args)
 		goto out_destroy;
 	if (fuse_session_mount(se, dcfs.opt.mountpoint) != 0)
 		goto out_signals;
+	if (passthrough_install(se, dcfs.opt.nopassthrough) < 0)
+		goto out_unmount;
 	guard_learn_self(dcfs.opt.mountpoint);
 	dcfs_log_init(dcfs.opt.foreground, dcfs.opt.debug);
 	apply_config_log_level();

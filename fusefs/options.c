@@ -37,6 +37,7 @@ static const struct fuse_opt dcfs_opts[] = {
 	DCFS_OPT("max_idle_threads=%d", max_idle_threads, 0),
 	DCFS_OPT("stop_timeout=%d", stop_timeout, 0),
 	DCFS_OPT("clone_fd", clone_fd, 1),
+	DCFS_OPT("nopassthrough", nopassthrough, 1),
 	DCFS_OPT("-s", singlethread, 1),
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
 	FUSE_OPT_KEY("-d", KEY_DEBUG),
@@ -188,6 +189,8 @@ void options_usage(const char *prog)
 	       "    -o max_idle_threads=N  idle workers kept (-1: all)\n"
 	       "    -o clone_fd            one /dev/fuse fd per thread\n"
 	       "    -o stop_timeout=SECS   SIGTERM waits this long for open files (30)\n"
+	       "    -o nopassthrough       forward cached files through the daemon\n"
+	       "                           instead of kernel passthrough\n"
 	       "    -o allow_other, ro, fsname=..., and the other FUSE mount\n"
 	       "       options of mount.fuse3(8)\n",
 	       prog, prog, prog);

@@ -28,6 +28,7 @@ static const char *const kind_names[ST__COUNT] = {
 	[ST_READ_CACHED] = "read_cached",
 	[ST_WRITE_CACHED] = "written_cached",
 	[ST_SWITCHED] = "switched",
+	[ST_PASSTHROUGH] = "opened_passthrough",
 };
 
 void stats_add(int policy, enum stat_kind k, uint64_t n)
@@ -129,6 +130,8 @@ char *stats_json(void)
 	json_classes(out);
 	fputc(',', out);
 	json_probes(out);
+	fputc(',', out);
+	passthrough_json(out);
 	fputs("}\n", out);
 	if (fclose(out) != 0) {
 		free(buf);
@@ -147,12 +150,13 @@ char *stats_table(void)
 
 	if (!out)
 		return NULL;
-	fprintf(out, "%-16s %8s %14s %14s %14s %14s %14s %14s %8s\n", "class",
-		"opened", "read_dc", "written_dc", "read_fb", "written_fb",
-		"read_cached", "written_cached", "switched");
+	fprintf(out, "%-16s %8s %14s %14s %14s %14s %14s %14s %8s %8s\n",
+		"class", "opened", "read_dc", "written_dc", "read_fb",
+		"written_fb", "read_cached", "written_cached", "switched",
+		"pt");
 	for (int p = POLICY_CACHE; p < NPOLICIES; p++)
 		fprintf(out,
-			"%-16s %8llu %14llu %14llu %14llu %14llu %14llu %14llu %8llu\n",
+			"%-16s %8llu %14llu %14llu %14llu %14llu %14llu %14llu %8llu %8llu\n",
 			policy_name(p),
 			(unsigned long long)counters[p][ST_OPENED],
 			(unsigned long long)counters[p][ST_READ_DONTCACHE],
@@ -161,13 +165,15 @@ char *stats_table(void)
 			(unsigned long long)counters[p][ST_WRITE_FALLBACK],
 			(unsigned long long)counters[p][ST_READ_CACHED],
 			(unsigned long long)counters[p][ST_WRITE_CACHED],
-			(unsigned long long)counters[p][ST_SWITCHED]);
+			(unsigned long long)counters[p][ST_SWITCHED],
+			(unsigned long long)counters[p][ST_PASSTHROUGH]);
 	fprintf(out, "\nbacking filesystems (RWF_DONTCACHE probe):\n");
 	for (size_t i = 0; i < n; i++)
 		fprintf(out, "  dev %u:%u %-8s read %-8s write %s\n",
 			major(probes[i].dev), minor(probes[i].dev),
 			probes[i].fstype, probe_state_name(probes[i].rd),
 			probe_state_name(probes[i].wr));
+	passthrough_table(out);
 	if (fclose(out) != 0) {
 		free(buf);
 		return NULL;

@@ -94,6 +94,7 @@ struct dcfs_file {
 	uint64_t window;
 	struct probe *probe;
 	struct file_stats *stats; /* stats.c: who opened it, why, bytes moved */
+	int pt; /* passthrough.c: who does this handle's I/O */
 
 	/* read-ahead buffer (uncached reads) */
 	char *ra_buf;
@@ -135,6 +136,7 @@ struct dcfs_options {
 	int has_subtype;
 	int allow_other;
 	int allow_root;
+	int nopassthrough;
 };
 
 struct dcfs_fs {
@@ -256,6 +258,22 @@ void creds_drop_reserve(void);
 enum { IO_AS_DAEMON, IO_RAISED, IO_AS_CALLER };
 int creds_io_begin(fuse_req_t req);
 void creds_io_end(int how);
+int creds_backing_begin(fuse_req_t req);
+
+/*
+ * passthrough.c: kernel FUSE passthrough through libfuse's custom I/O hooks
+ * (the only code that knows protocol layouts libfuse 3.14 lacks; the state
+ * table of mixed opens is there).  passthrough_open() runs after
+ * io_select(), just before the open/create reply, and may change the
+ * handle's FUSE open flags.
+ */
+int passthrough_install(struct fuse_session *se, bool disabled);
+void passthrough_open(fuse_req_t req, struct dcfs_file *f,
+		      struct fuse_file_info *fi);
+void passthrough_release(struct dcfs_file *f);
+bool passthrough_bypassed(const struct dcfs_inode *inode);
+void passthrough_describe(const struct dcfs_inode *inode, char *buf,
+			  size_t size);
 
 /* io_plain.c, io_stream.c, io_select.c */
 extern const struct dcfs_io io_plain;

@@ -6,6 +6,7 @@
 #ifndef DCFS_IO_H
 #define DCFS_IO_H
 
+#include <stdio.h>
 #include <sys/uio.h>
 
 #include "dcfs.h"
@@ -60,6 +61,7 @@ enum stat_kind {
 	ST_READ_CACHED,
 	ST_WRITE_CACHED,
 	ST_SWITCHED,
+	ST_PASSTHROUGH, /* opens whose I/O the kernel does (passthrough.c) */
 	ST__COUNT
 };
 void stats_add(int policy, enum stat_kind k, uint64_t n);
@@ -74,5 +76,9 @@ char *stats_files(uid_t who);
 
 /* caps.c */
 void caps_log_startup(void);
+
+/* passthrough.c */
+void passthrough_json(FILE *out);
+void passthrough_table(FILE *out);
 
 #endif

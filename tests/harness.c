@@ -897,6 +897,10 @@ void fixture_setup(const struct config *cfg)
 			}
 			snprintf(opts, sizeof opts, "allow_other,config=%s", cpath);
 		}
+		if (cfg->opts) {
+			size_t l = strlen(opts);
+			snprintf(opts + l, sizeof opts - l, ",%s", cfg->opts);
+		}
 		char *argv[] = { "dcfs", "-f", "-o", opts, g_exp, g_mnt, NULL };
 		snprintf(g_daemon.mnt, sizeof g_daemon.mnt, "%s", g_mnt);
 		if (daemon_spawn(&g_daemon, cfg->name, argv) < 0) {

@@ -39,15 +39,17 @@ struct config {
 	enum fs_kind fs;
 	enum mount_method mm;
 	const char *conf;        /* dcfs config file content, or NULL */
+	const char *opts;        /* more -o options for dcfs, or NULL */
 };
 
 /* Configuration whose TCase is being populated by add_*_tests(): lets
  * expensive tests be registered only where they add coverage. */
 extern const struct config *g_adding_cfg;
 /* heavy metadata tests: plain dcfs on each fs + the bind self-test */
-#define CFG_META_HEAVY() (!g_adding_cfg || (g_adding_cfg->mm != MM_HELPER && !g_adding_cfg->conf))
+#define CFG_META_HEAVY() (!g_adding_cfg || (g_adding_cfg->mm != MM_HELPER && !g_adding_cfg->conf && \
+						!g_adding_cfg->opts))
 /* heavy data tests: every I/O policy, but only one cached config per fs kind */
-#define CFG_DATA_HEAVY() (!g_adding_cfg || g_adding_cfg->mm == MM_BIND || \
+#define CFG_DATA_HEAVY() (!g_adding_cfg || g_adding_cfg->mm == MM_BIND || g_adding_cfg->opts || \
 			  g_adding_cfg->conf || !strcmp(g_adding_cfg->name, "ext4-dcfs"))
 
 /* Current configuration (set by the TCase fixture). */
@@ -199,6 +201,10 @@ struct as_ctx {
 	void *arg;
 };
 struct res dual_as(const char *what, uid_t uid, gid_t gid, long (*fn)(struct as_ctx *), void *arg);
+
+/* 1 if the dcfs mounted at mnt can map streaming files shared (kernel
+ * passthrough, or FUSE_DIRECT_IO_ALLOW_MMAP): from user.dcfs.stats. */
+int stream_mmap_allowed(const char *mnt);
 
 /* Suites */
 void add_files_tests(TCase *tc);

@@ -23,20 +23,23 @@ Suite *stream_suite(void); /* test_stream.c */
 Suite *security_suite(void); /* test_security.c */
 Suite *scale_suite(void); /* test_scale.c */
 Suite *ops_suite(void); /* test_ops.c */
+Suite *passthrough_suite(void); /* test_passthrough.c */
 
 static const struct config configs[] = {
-	{ "ext4-dcfs", FS_EXT4, MM_DAEMON, NULL },
-	{ "xfs-dcfs", FS_XFS, MM_DAEMON, NULL },
-	{ "ext4-helper", FS_EXT4, MM_HELPER, NULL },
+	{ "ext4-dcfs", FS_EXT4, MM_DAEMON, NULL, NULL },
+	{ "xfs-dcfs", FS_XFS, MM_DAEMON, NULL, NULL },
+	{ "ext4-helper", FS_EXT4, MM_HELPER, NULL, NULL },
 	/* every file uncached: all I/O through the streaming engine */
 	{ "ext4-dontcache", FS_EXT4, MM_DAEMON,
-	  "[global]\ndefault = dontcache\nmin_size = 0\nwindow = 64K\nreadahead = 64K\n" },
+	  "[global]\ndefault = dontcache\nmin_size = 0\nwindow = 64K\nreadahead = 64K\n", NULL },
 	/* auto policy switching to dontcache after 1M of sequential I/O */
 	{ "xfs-auto", FS_XFS, MM_DAEMON,
 	  "[global]\ndefault = auto\nmin_size = 0\nauto_threshold = 1M\nwindow = 128K\n"
-	  "readahead = 256K\n\n[class video]\nextensions = mkv\npolicy = dontcache-read\n" },
-	{ "ext4-bind", FS_EXT4, MM_BIND, NULL },
-	{ "xfs-bind", FS_XFS, MM_BIND, NULL },
+	  "readahead = 256K\n\n[class video]\nextensions = mkv\npolicy = dontcache-read\n", NULL },
+	/* cached files forwarded by the daemon instead of kernel passthrough */
+	{ "ext4-fwd", FS_EXT4, MM_DAEMON, NULL, "nopassthrough" },
+	{ "ext4-bind", FS_EXT4, MM_BIND, NULL, NULL },
+	{ "xfs-bind", FS_XFS, MM_BIND, NULL, NULL },
 };
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
 
@@ -49,8 +52,9 @@ FX(3)
 FX(4)
 FX(5)
 FX(6)
+FX(7)
 static void (*const fx_setup[])(void) = { fx_setup_0, fx_setup_1, fx_setup_2, fx_setup_3,
-					  fx_setup_4, fx_setup_5, fx_setup_6 };
+					  fx_setup_4, fx_setup_5, fx_setup_6, fx_setup_7 };
 
 START_TEST(zz_unmount_and_check_daemon)
 {
@@ -110,6 +114,7 @@ int main(void)
 		srunner_add_suite(sr, security_suite());
 		srunner_add_suite(sr, scale_suite());
 		srunner_add_suite(sr, ops_suite());
+		srunner_add_suite(sr, passthrough_suite());
 	}
 	if (!getenv("CK_FORK"))
 		srunner_set_fork_status(sr, CK_FORK);

@@ -27,9 +27,9 @@ CG_LIMIT=1G
 META_N="15000 100000" # the first fits dcfs under this machine's 20000-fd limit
 META_RUNS=3
 BSLIST="4K 64K 1M"
-SYSTEMS="nat-buf nat-dc dcfs-cache dcfs-dc dcfs-dc-t1 dcfs-btrfs"
+SYSTEMS="nat-buf nat-dc dcfs-cache dcfs-cache-fwd dcfs-auto dcfs-dc dcfs-dc-t1 dcfs-btrfs"
 HOTSYS="nat-buf nat-dc dcfs-dc dcfs-dc-hotnative dcfs-btrfs"
-HOTSYS_ALL="nat-buf nat-dc dcfs-cache dcfs-dc dcfs-dc-hotnative dcfs-btrfs"
+HOTSYS_ALL="nat-buf nat-dc dcfs-cache dcfs-cache-fwd dcfs-dc dcfs-dc-hotnative dcfs-btrfs"
 DO_STREAM=1 DO_HOT=1 DO_META=1 KEEP=0 REPORT_ONLY=0
 
 usage() {
@@ -170,6 +170,7 @@ write_conf() {
 	mkdir -p "$W/conf"
 	printf '[global]\ndefault = dontcache\nmin_size = 0\n' > "$W/conf/dontcache.conf"
 	printf '[global]\ndefault = cache\n' > "$W/conf/cache.conf"
+	printf '[global]\ndefault = auto\nmin_size = 0\n' > "$W/conf/auto.conf"
 	# Hot-set mounts: the hot file is ordinary data, *.stream streams.
 	printf '[global]\ndefault = cache\nmin_size = 0\n\n[class bench]\nextensions = stream\npolicy = dontcache\n' \
 		> "$W/conf/hot.conf"
@@ -238,6 +239,8 @@ sys_setup() {
 	nat-buf) DIR=$E/native BDIR=$DIR ;;
 	nat-dc) DIR=$E/native BDIR=$DIR FLAG=dontcache ;;
 	dcfs-cache) DIR=$M/cache BDIR=$E/cache DPID=$PID_cache ;;
+	dcfs-cache-fwd) DIR=$M/cachefwd BDIR=$E/cachefwd DPID=$PID_cachefwd ;;
+	dcfs-auto) DIR=$M/auto BDIR=$E/auto DPID=$PID_auto ;;
 	dcfs-dc) DIR=$M/dc BDIR=$E/dc DPID=$PID_dc ;;
 	dcfs-dc-t1) DIR=$M/dc1 BDIR=$E/dc1 DPID=$PID_dc1 ;;
 	dcfs-btrfs) DIR=$M/btrfs BDIR=$B/dc DPID=$PID_btrfs ;;
@@ -252,6 +255,8 @@ sys_label() {
 	nat-buf) echo "native buffered" ;;
 	nat-dc) echo "native RWF_DONTCACHE" ;;
 	dcfs-cache) echo "dcfs cache class" ;;
+	dcfs-cache-fwd) echo "dcfs cache class, -o nopassthrough" ;;
+	dcfs-auto) echo "dcfs auto class (unknown large file)" ;;
 	dcfs-dc) echo "dcfs dontcache class" ;;
 	dcfs-dc-t1) echo "dcfs dontcache, max_threads=1" ;;
 	dcfs-btrfs) echo "dcfs dontcache over btrfs (fallback)" ;;
@@ -336,11 +341,11 @@ hot_run() {
 	case $sys in
 	nat-buf|nat-dc) back=$E/hotset hot=$back/hot.dat stream=$back/s.stream
 		[ "$sys" = nat-dc ] && flag=dontcache ;;
-	dcfs-cache|dcfs-dc|dcfs-dc-hotnative|dcfs-btrfs)
+	dcfs-cache|dcfs-cache-fwd|dcfs-dc|dcfs-dc-hotnative|dcfs-btrfs)
 		back=$E/hotset mnt=$M/hot name=hot
 		[ "$sys" = dcfs-btrfs ] && back=$B/hotset
-		start_dcfs hot "$W/conf/$([ "$sys" = dcfs-cache ] && echo cache || echo hot).conf" \
-			"$back" "$mnt" "$cg"
+		start_dcfs hot "$W/conf/$(case $sys in dcfs-cache*) echo cache ;; *) echo hot ;; esac).conf" \
+			"$back" "$mnt" "$cg" "$([ "$sys" = dcfs-cache-fwd ] && echo nopassthrough)"
 		pid=$PID_hot
 		hot=$mnt/hot.dat stream=$mnt/s.stream
 		[ "$sys" = dcfs-dc-hotnative ] && hot=$back/hot.dat
@@ -540,7 +545,20 @@ targets() {
 		if (r < 0) return
 		row("dontcache class " b " " o "s vs native RWF_DONTCACHE", sprintf("%.2f×", r), "≥ " goal "×", r >= goal)
 	}
+	function crow(b, o,   r) {
+		if (g("nat-buf", b, o, 4) <= 0 || g("dcfs-cache", b, o, 4) == "") return
+		r = g("dcfs-cache", b, o, 4) / g("nat-buf", b, o, 4)
+		row("cache class (passthrough) " b " " o "s vs native buffered", sprintf("%.2f×", r), "≥ 0.95×", r >= 0.95)
+	}
+	function copyrow(b,   mib, d) {
+		if (g("dcfs-cache", b, "write", 7) == "") return
+		mib = (b == "4K" ? size4k : size) / 1048576
+		d = g("dcfs-cache", b, "write", 7)
+		row("cache class " b " write: peak ΔCached of a " mib " MiB file", d " MiB", "≤ " sprintf("%.0f", mib * 1.05) " MiB (one copy)", d <= mib * 1.05)
+	}
 	END {
+		n = split(bslist, B, " ")
+		for (i = 1; i <= n; i++) { crow(B[i], "write"); crow(B[i], "read"); copyrow(B[i]) }
 		rrow("1M", "write", 0.90); rrow("1M", "read", 0.90)
 		rrow("64K", "write", 0.80); rrow("64K", "read", 0.80)
 		rrow("4K", "read", 0.70)
@@ -558,7 +576,7 @@ targets() {
 			if (c == 1) row("dcfs dontcache (ext4): resident pages after close, backing + FUSE (" cases ")", max, "0", max == 0)
 			else row("dcfs fallback (btrfs): resident pages after close, backing + FUSE (" cases ")", max, "≤ " win_pages " (one window)", max <= win_pages)
 		}
-	}' bslist="$BSLIST" "$RAW/stream-median.csv"
+	}' bslist="$BSLIST" size="$(bytes "$SIZE")" size4k="$(bytes "$SIZE_4K")" "$RAW/stream-median.csv"
 }
 
 hot_targets() {
@@ -725,7 +743,7 @@ case " $SYSTEMS $HOTSYS " in *btrfs*)
 	[ $DO_STREAM = 1 ] || [ $DO_HOT = 1 ] &&
 		make_fs btrfs "$( [ $MODE = quick ] && echo 6G || echo 14G )" "$B" ;;
 esac
-PID_cache="" PID_dc="" PID_dc1="" PID_btrfs="" PID_hot="" PID_meta=""
+PID_cache="" PID_cachefwd="" PID_auto="" PID_dc="" PID_dc1="" PID_btrfs="" PID_hot="" PID_meta=""
 # dcfs keeps an fd per inode the kernel knows: 100k files need more than
 # the usual 1024 (or this machine's 20000).  The daemons inherit this.
 NOFILE=$(cat /proc/sys/fs/nr_open 2>/dev/null || echo 1048576)
@@ -741,6 +759,10 @@ done > "$RAW/params.sh"
 
 if [ $DO_STREAM = 1 ]; then
 	start_dcfs cache "$W/conf/cache.conf" "$E/cache" "$M/cache" ""
+	case " $SYSTEMS " in *" dcfs-cache-fwd "*)
+		start_dcfs cachefwd "$W/conf/cache.conf" "$E/cachefwd" "$M/cachefwd" "" nopassthrough ;; esac
+	case " $SYSTEMS " in *" dcfs-auto "*)
+		start_dcfs auto "$W/conf/auto.conf" "$E/auto" "$M/auto" "" ;; esac
 	start_dcfs dc "$W/conf/dontcache.conf" "$E/dc" "$M/dc" ""
 	case " $SYSTEMS " in *" dcfs-dc-t1 "*)
 		start_dcfs dc1 "$W/conf/dontcache.conf" "$E/dc1" "$M/dc1" "" max_threads=1 ;; esac
@@ -748,7 +770,7 @@ if [ $DO_STREAM = 1 ]; then
 		start_dcfs btrfs "$W/conf/dontcache.conf" "$B/dc" "$M/btrfs" "" ;; esac
 	log "streaming part: $SYSTEMS × $BSLIST × $RUNS runs"
 	stream_part
-	for s in cache dc dc1 btrfs; do
+	for s in cache cachefwd auto dc dc1 btrfs; do
 		v=PID_$s
 		if [ -n "${!v}" ]; then
 			"$DCFS_BIN" stat "$M/$s" > "$OUT/logs/dcfs-stat-$s.txt" 2>&1 || true

@@ -1,0 +1,759 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Kernel FUSE passthrough (Linux >= 6.9) on libfuse 3.14, which has no API
+ * for it.  This is the one place that knows the protocol layouts libfuse
+ * 3.14 lacks; everything else keeps using libfuse.
+ *
+ * Mechanism.  libfuse mounts the session as always (fuse_session_mount(),
+ * so fusermount3, the mount options and unmounting are unchanged); then
+ * fuse_session_custom_io() installs our read/writev on its fd.  read()
+ * only notes the kernel's INIT offer; writev() patches two kinds of reply
+ * and passes everything else through untouched:
+ *  - INIT: FUSE_INIT_EXT, the FUSE_PASSTHROUGH bit of flags2 with
+ *    max_stack_depth 1 (a backing tree on overlayfs or another stacking
+ *    filesystem is refused per file, so dcfs itself can still sit under an
+ *    overlayfs), and FUSE_DIRECT_IO_ALLOW_MMAP, each only if offered;
+ *  - OPEN/CREATE replies of handles passthrough_open() decided to pass
+ *    through: FOPEN_PASSTHROUGH and the backing id.  Replies are written
+ *    synchronously by the thread that handled the request, so a
+ *    thread-local note made just before fuse_reply_open()/_create() names
+ *    the reply; it is matched by size and file handle, never guessed.
+ * A splice_send hook that just splices keeps libfuse's splice replies
+ * (libfuse offers splice only to custom I/O that provides one).
+ *
+ * What the kernel requires (fs/fuse/iomode.c): once an inode has a
+ * passthrough open, every open of it must be FOPEN_PASSTHROUGH with the
+ * same backing file, or open(2) fails with EIO; a passthrough open of an
+ * inode the kernel caches (a forwarded open without FOPEN_DIRECT_IO, or a
+ * shared mapping of a direct-I/O one) fails with EIO too.  The kernel
+ * drops an inode's backing file when its last passthrough file is
+ * released, before RELEASE reaches us, so counts kept here at open and
+ * release are never behind the kernel's.  Hence one backing id per inode
+ * and three per-inode states:
+ *
+ *   inode state   new open wants ->  kernel I/O      daemon I/O       cached forwarded
+ *                                     (cache class)   (streaming)      (auto, deferred)
+ *   none          register id: PT  register id: PTD  FWD
+ *                 (failure: FWD)   (failure: FWD)
+ *   PT (has id)   PT; PTD if a     PTD              PTD
+ *                 writer of other
+ *                 credentials
+ *   FWD           FWD              FWD              FWD
+ *
+ *   PT  = FOPEN_PASSTHROUGH: the kernel reads, writes, splices and maps the
+ *         backing file itself.
+ *   PTD = FOPEN_PASSTHROUGH | FOPEN_DIRECT_IO: read/write still come to the
+ *         daemon (RWF_DONTCACHE, stream detection, the caller's
+ *         credentials), mmap goes to the backing file (shared writable
+ *         maps of streaming files work, one page cache).
+ *   FWD = today's forwarded path (keep_cache or FOPEN_DIRECT_IO as
+ *         io_select() decided; ALLOW_MMAP for shared maps of direct I/O).
+ *
+ * So no open gets EIO from a mode conflict, and no data is stale: a PT
+ * open does not keep the FUSE cache (the kernel drops it at open) and
+ * nothing can fill it while the inode has a backing file; a streaming
+ * handle's read-ahead buffer is not trusted while a writable PT/PTD handle
+ * exists (passthrough_bypassed()), since those writes never reach us.
+ * An inode leaves a state only when its last handle is released.
+ *
+ * Credentials: the kernel performs all I/O of a passthrough file with the
+ * credentials current at FUSE_DEV_IOC_BACKING_OPEN.  open/create run as the
+ * caller (caller_ops.c: fsuid, fsgid, groups; no filesystem capabilities,
+ * no CAP_SYS_RESOURCE), which is exactly what forwarded writes use, so the
+ * id is registered right there; a root caller gets CAP_SYS_RESOURCE for it
+ * like its forwarded writes (creds_backing_begin()).  Reserved blocks,
+ * quotas and set-id clearing then behave as for the caller.  A later
+ * writer with other credentials cannot use that id for kernel I/O: it gets
+ * PTD and its writes come through the daemon as itself.  Readers share the
+ * id whoever they are: reads do not depend on credentials.
+ *
+ * Probe, don't assume: the INIT offer, CAP_SYS_ADMIN, and the answer of the
+ * first BACKING_OPEN on each backing filesystem decide; on any failure the
+ * open is served forwarded, counted, and logged once.
+ */
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/fuse.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "dcfs_io.h"
+#include "dcfs_policy.h"
+
+/*
+ * Protocol 7.40 names Debian 12's <linux/fuse.h> (7.38) lacks.  The struct
+ * layouts are the header's; the two fields 7.40 gave names to were padding
+ * before, and the checks below pin where they are.
+ */
+#define PT_INIT_PASSTHROUGH (1U << (37 - 32)) /* FUSE_PASSTHROUGH in flags2 */
+#define PT_INIT_ALLOW_MMAP (1U << (36 - 32))  /* FUSE_DIRECT_IO_ALLOW_MMAP */
+#define PT_FOPEN_PASSTHROUGH (1U << 7)
+/* Open flags the kernel accepts together with FOPEN_PASSTHROUGH. */
+#define PT_FOPEN_ALLOWED (PT_FOPEN_PASSTHROUGH | FOPEN_DIRECT_IO | \
+			  FOPEN_PARALLEL_DIRECT_WRITES | FOPEN_NOFLUSH)
+#define PT_MAX_STACK_DEPTH 1
+
+struct pt_backing_map {
+	int32_t fd;
+	uint32_t flags;
+	uint64_t padding;
+};
+#define PT_IOC_BACKING_OPEN _IOW(FUSE_DEV_IOC_MAGIC, 1, struct pt_backing_map)
+#define PT_IOC_BACKING_CLOSE _IOW(FUSE_DEV_IOC_MAGIC, 2, uint32_t)
+
+#ifdef FUSE_PASSTHROUGH
+_Static_assert(FUSE_PASSTHROUGH >> 32 == PT_INIT_PASSTHROUGH, "FUSE_PASSTHROUGH");
+_Static_assert(FOPEN_PASSTHROUGH == PT_FOPEN_PASSTHROUGH, "FOPEN_PASSTHROUGH");
+_Static_assert(FUSE_DEV_IOC_BACKING_OPEN == PT_IOC_BACKING_OPEN, "BACKING_OPEN");
+#endif
+_Static_assert(sizeof(struct pt_backing_map) == 16, "fuse_backing_map");
+_Static_assert(sizeof(struct fuse_in_header) == 40, "fuse_in_header");
+_Static_assert(sizeof(struct fuse_out_header) == 16, "fuse_out_header");
+_Static_assert(offsetof(struct fuse_init_in, flags) == 12, "init_in.flags");
+_Static_assert(offsetof(struct fuse_init_in, flags2) == 16, "init_in.flags2");
+_Static_assert(sizeof(struct fuse_init_out) == 64, "fuse_init_out");
+_Static_assert(offsetof(struct fuse_init_out, flags) == 12, "init_out.flags");
+_Static_assert(offsetof(struct fuse_init_out, flags2) == 32, "init_out.flags2");
+/* max_stack_depth is 7.38's unused[0] */
+_Static_assert(offsetof(struct fuse_init_out, unused) == 36, "max_stack_depth");
+_Static_assert(sizeof(struct fuse_open_out) == 16, "fuse_open_out");
+/* backing_id is 7.38's padding */
+_Static_assert(offsetof(struct fuse_open_out, padding) == 12, "backing_id");
+_Static_assert(sizeof(struct fuse_entry_out) == 128, "fuse_entry_out");
+
+#define INIT_OUT_MAX_STACK_DEPTH offsetof(struct fuse_init_out, unused)
+#define OPEN_OUT_BACKING_ID offsetof(struct fuse_open_out, padding)
+
+/* How the kernel does one handle's I/O (struct dcfs_file .pt). */
+enum { PT_NONE, PT_KERNEL, PT_DAEMON, PT_FWD };
+
+/* Credentials the kernel captured with a backing id. */
+#define PT_GROUPS 32
+struct pt_ident {
+	uid_t fsuid;
+	gid_t fsgid;
+	int ngroups; /* -1: too many to compare, matches nothing */
+	gid_t groups[PT_GROUPS];
+	bool reserve; /* CAP_SYS_RESOURCE (a root caller) */
+};
+
+struct pt_node {
+	struct pt_node *next;
+	const struct dcfs_inode *inode;
+	int backing_id;	       /* > 0: state PT */
+	unsigned int n_backed; /* handles replied with FOPEN_PASSTHROUGH */
+	unsigned int n_fwd;    /* forwarded handles: state FWD */
+	unsigned int n_bypass; /* writable backed handles */
+	struct pt_ident ident;
+};
+
+/* Backing filesystems, by st_dev: the first BACKING_OPEN answers for all. */
+enum { FS_UNKNOWN, FS_YES, FS_REFUSED };
+#define PT_MAX_FS 32
+struct pt_fs {
+	dev_t dev;
+	char fstype[16];
+	int state;
+	int err;
+};
+
+#define PT_BUCKETS 1024
+
+static struct {
+	pthread_mutex_t lock; /* the table, the filesystems, the reasons */
+	struct pt_node *buckets[PT_BUCKETS];
+	struct pt_fs fs[PT_MAX_FS];
+	size_t nfs;
+	int dev_fd;	      /* session fd, for the backing ioctls */
+	bool disabled;	      /* -o nopassthrough */
+	bool no_admin;	      /* no CAP_SYS_ADMIN at mount */
+	_Atomic bool on;      /* requested at INIT and not withdrawn */
+	_Atomic bool mmap;    /* FUSE_DIRECT_IO_ALLOW_MMAP granted */
+	_Atomic bool init_seen;
+	_Atomic uint64_t init_unique;
+	_Atomic uint32_t init_flags, init_flags2;
+	char off_reason[96];  /* why passthrough is off, once it is */
+	bool logged_transient;
+	_Atomic uint64_t bypass_total; /* sum of n_bypass: a fast "none" */
+	_Atomic uint64_t ids_open, ids_opened, ids_closed, max_id;
+	_Atomic uint64_t opens_kernel, opens_daemon, opens_fwd, fallbacks;
+} pt = { .lock = PTHREAD_MUTEX_INITIALIZER, .dev_fd = -1 };
+
+/* The open reply this thread is about to write (see the top comment). */
+static __thread struct {
+	uint64_t fh; /* 0: none */
+	int32_t backing_id;
+} armed;
+
+/* --- credentials ------------------------------------------------------- */
+
+static bool has_cap_sys_admin(void)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2];
+
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return false;
+	return data[CAP_SYS_ADMIN / 32].effective & (1U << (CAP_SYS_ADMIN % 32));
+}
+
+/* What this thread runs as now: set by creds_enter() for open/create. */
+static void ident_current(struct pt_ident *id, bool reserve)
+{
+	int n;
+
+	id->fsuid = (uid_t)syscall(SYS_setfsuid, -1);
+	id->fsgid = (gid_t)syscall(SYS_setfsgid, -1);
+	n = (int)syscall(SYS_getgroups, PT_GROUPS, id->groups);
+	id->ngroups = n < 0 ? -1 : n;
+	id->reserve = reserve;
+}
+
+static bool ident_equal(const struct pt_ident *a, const struct pt_ident *b)
+{
+	/* The kernel keeps group lists sorted, so equal sets compare equal. */
+	return a->ngroups >= 0 && a->fsuid == b->fsuid && a->fsgid == b->fsgid &&
+	       a->reserve == b->reserve && a->ngroups == b->ngroups &&
+	       memcmp(a->groups, b->groups,
+		      sizeof(gid_t) * (size_t)a->ngroups) == 0;
+}
+
+/* --- the per-inode table -------------------------------------------------- */
+
+static struct pt_node **bucket_of(const struct dcfs_inode *inode)
+{
+	return &pt.buckets[((uintptr_t)inode >> 4) % PT_BUCKETS];
+}
+
+static struct pt_node *node_find(const struct dcfs_inode *inode)
+{
+	struct pt_node *n;
+
+	for (n = *bucket_of(inode); n; n = n->next)
+		if (n->inode == inode)
+			return n;
+	return NULL;
+}
+
+static struct pt_node *node_get(const struct dcfs_inode *inode)
+{
+	struct pt_node *n = node_find(inode), **b;
+
+	if (n)
+		return n;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	b = bucket_of(inode);
+	n->inode = inode;
+	n->next = *b;
+	*b = n;
+	return n;
+}
+
+static void node_put_if_idle(struct pt_node *n)
+{
+	struct pt_node **p;
+
+	if (n->n_backed || n->n_fwd)
+		return;
+	for (p = bucket_of(n->inode); *p; p = &(*p)->next) {
+		if (*p == n) {
+			*p = n->next;
+			break;
+		}
+	}
+	free(n);
+}
+
+/* --- probing and fallback ------------------------------------------------ */
+
+static void turn_off(const char *why)
+{
+	if (!atomic_exchange(&pt.on, false)) {
+		return;
+	}
+	snprintf(pt.off_reason, sizeof(pt.off_reason), "%s", why);
+	log_warn("passthrough: off (%s); cached files are forwarded\n", why);
+}
+
+static struct pt_fs *fs_of(int fd, dev_t dev)
+{
+	struct pt_fs *fs;
+
+	for (size_t i = 0; i < pt.nfs; i++)
+		if (pt.fs[i].dev == dev)
+			return &pt.fs[i];
+	if (pt.nfs == PT_MAX_FS)
+		return NULL;
+	fs = &pt.fs[pt.nfs++];
+	fs->dev = dev;
+	snprintf(fs->fstype, sizeof(fs->fstype), "%s", probe_get(fd)->fstype);
+	return fs;
+}
+
+/*
+ * Registers fd's file; returns the backing id or -errno.  Errors that are a
+ * property of the filesystem (stacking depth, a file type or filesystem the
+ * kernel will not pass through) are remembered per st_dev, lack of
+ * privilege for the whole mount; anything else is only counted.
+ */
+static int backing_open(fuse_req_t req, int fd, dev_t dev)
+{
+	struct pt_backing_map map = { .fd = fd };
+	struct pt_fs *fs = fs_of(fd, dev);
+	int how, id, err;
+
+	if (fs && fs->state == FS_REFUSED)
+		return -fs->err;
+	how = creds_backing_begin(req);
+	id = ioctl(pt.dev_fd, PT_IOC_BACKING_OPEN, &map);
+	err = id < 0 ? errno : 0;
+	creds_io_end(how);
+	if (id > 0) {
+		if (fs && fs->state == FS_UNKNOWN) {
+			fs->state = FS_YES;
+			log_info("passthrough: backing %s (dev %u:%u) passes through\n",
+				 fs->fstype, major(dev), minor(dev));
+		}
+		return id;
+	}
+	if (id == 0)
+		err = EIO; /* not a valid id: never hand it out */
+	atomic_fetch_add(&pt.fallbacks, 1);
+	if (err == EPERM) {
+		turn_off("the kernel refused to register backing files (EPERM)");
+	} else if (err == ELOOP || err == EINVAL || err == EOPNOTSUPP ||
+		   err == ENOTTY || err == EISDIR) {
+		if (fs) {
+			fs->state = FS_REFUSED;
+			fs->err = err;
+			log_warn("passthrough: backing %s (dev %u:%u) refused (%s); its cached files are forwarded\n",
+				 fs->fstype, major(dev), minor(dev),
+				 strerror(err));
+		}
+	} else if (!pt.logged_transient) {
+		pt.logged_transient = true;
+		log_warn("passthrough: registering a backing file failed (%s); that open is forwarded (logged once)\n",
+			 strerror(err));
+	}
+	return -err;
+}
+
+static void backing_close(int id)
+{
+	uint32_t arg = (uint32_t)id;
+
+	/* After an unmount the kernel has dropped every id itself. */
+	if (ioctl(pt.dev_fd, PT_IOC_BACKING_CLOSE, &arg) < 0 &&
+	    errno != ENODEV && errno != ENOTCONN)
+		log_warn("passthrough: closing backing id %d: %s\n", id,
+			 strerror(errno));
+	atomic_fetch_sub(&pt.ids_open, 1);
+	atomic_fetch_add(&pt.ids_closed, 1);
+}
+
+/* --- decisions at open and release ---------------------------------------- */
+
+enum wish { WISH_KERNEL, WISH_DAEMON, WISH_CACHED };
+
+/*
+ * Kernel I/O is sound when this handle would never do uncached I/O and has
+ * no switch pending: the cache class, small files, and the cached
+ * direction of dontcache-read/-write when the open cannot use the other.
+ * Streaming handles need the daemon for RWF_DONTCACHE; auto and deferred
+ * handles need it to see the stream.
+ */
+static enum wish wish_of(const struct dcfs_file *f,
+			 const struct fuse_file_info *fi)
+{
+	int acc = f->flags & O_ACCMODE;
+	bool reads = acc != O_WRONLY, writes = acc != O_RDONLY;
+
+	if (f->switch_after)
+		return fi->direct_io ? WISH_DAEMON : WISH_CACHED;
+	if ((reads && f->read_uncached) || (writes && f->write_uncached))
+		return WISH_DAEMON;
+	return WISH_KERNEL;
+}
+
+static bool writable(const struct dcfs_file *f)
+{
+	return (f->flags & O_ACCMODE) != O_RDONLY;
+}
+
+void passthrough_open(fuse_req_t req, struct dcfs_file *f,
+		      struct fuse_file_info *fi)
+{
+	enum wish wish = wish_of(f, fi);
+	struct pt_ident me;
+	struct pt_node *n;
+	struct stat st;
+	int kind = PT_FWD, id;
+
+	armed.fh = 0;
+	f->pt = PT_NONE;
+	if (f->inode->type != S_IFREG)
+		return;
+	/* Off, and no inode left that needs its opens to agree: nothing to track. */
+	if (!atomic_load(&pt.on) && !atomic_load(&pt.ids_open)) {
+		atomic_fetch_add(&pt.opens_fwd, 1);
+		return;
+	}
+	pthread_mutex_lock(&pt.lock);
+	n = node_get(f->inode);
+	if (!n) {
+		/*
+		 * An untracked forwarded open could meet a later passthrough
+		 * open of the inode (EIO): stop registering new ones.
+		 */
+		turn_off("out of memory for the inode table");
+		pthread_mutex_unlock(&pt.lock);
+		atomic_fetch_add(&pt.opens_fwd, 1);
+		return;
+	}
+	ident_current(&me, dcfs.privileged && fuse_req_ctx(req)->uid == 0);
+	if (n->backing_id > 0) {
+		kind = wish == WISH_KERNEL &&
+				       (!writable(f) || ident_equal(&me, &n->ident)) ?
+			       PT_KERNEL :
+			       PT_DAEMON;
+	} else if (!n->n_fwd && wish != WISH_CACHED && atomic_load(&pt.on) &&
+		   fstat(f->fd, &st) == 0) {
+		id = backing_open(req, f->fd, st.st_dev);
+		if (id > 0) {
+			n->backing_id = id;
+			n->ident = me;
+			atomic_fetch_add(&pt.ids_open, 1);
+			atomic_fetch_add(&pt.ids_opened, 1);
+			if ((uint64_t)id > atomic_load(&pt.max_id))
+				atomic_store(&pt.max_id, (uint64_t)id);
+			kind = wish == WISH_KERNEL ? PT_KERNEL : PT_DAEMON;
+		}
+	}
+	if (kind == PT_FWD) {
+		n->n_fwd++;
+	} else {
+		n->n_backed++;
+		if (writable(f)) {
+			n->n_bypass++;
+			atomic_fetch_add(&pt.bypass_total, 1);
+		}
+		armed.fh = (uintptr_t)f;
+		armed.backing_id = n->backing_id;
+	}
+	pthread_mutex_unlock(&pt.lock);
+	f->pt = kind;
+	if (kind == PT_KERNEL) {
+		fi->direct_io = 0;
+		fi->keep_cache = 0; /* the kernel rejects it with passthrough */
+		atomic_fetch_add(&pt.opens_kernel, 1);
+		stats_add(f->policy, ST_PASSTHROUGH, 1);
+	} else if (kind == PT_DAEMON) {
+		fi->direct_io = 1;
+		fi->keep_cache = 0;
+		atomic_fetch_add(&pt.opens_daemon, 1);
+	} else {
+		atomic_fetch_add(&pt.opens_fwd, 1);
+	}
+}
+
+void passthrough_release(struct dcfs_file *f)
+{
+	struct pt_node *n;
+	int id = 0;
+
+	if (f->pt == PT_NONE)
+		return;
+	pthread_mutex_lock(&pt.lock);
+	n = node_find(f->inode);
+	if (n && f->pt == PT_FWD) {
+		n->n_fwd--;
+	} else if (n) {
+		if (writable(f)) {
+			n->n_bypass--;
+			atomic_fetch_sub(&pt.bypass_total, 1);
+		}
+		if (--n->n_backed == 0) {
+			id = n->backing_id;
+			n->backing_id = 0;
+		}
+	}
+	if (n)
+		node_put_if_idle(n);
+	/* Closed under the lock: a new open of the inode must not see it. */
+	if (id > 0)
+		backing_close(id);
+	pthread_mutex_unlock(&pt.lock);
+	f->pt = PT_NONE;
+}
+
+bool passthrough_bypassed(const struct dcfs_inode *inode)
+{
+	struct pt_node *n;
+	bool ret;
+
+	if (!atomic_load(&pt.bypass_total))
+		return false;
+	pthread_mutex_lock(&pt.lock);
+	n = node_find(inode);
+	ret = n && n->n_bypass;
+	pthread_mutex_unlock(&pt.lock);
+	return ret;
+}
+
+/* What an open of a cache-class file would get now, for user.dcfs.policy. */
+void passthrough_describe(const struct dcfs_inode *inode, char *buf,
+			  size_t size)
+{
+	struct pt_node *n;
+	struct stat st;
+
+	pthread_mutex_lock(&pt.lock);
+	n = node_find(inode);
+	if (n && n->backing_id > 0) {
+		snprintf(buf, size, "passthrough");
+	} else if (!atomic_load(&pt.on)) {
+		snprintf(buf, size, "forwarded: %s",
+			 pt.off_reason[0] ? pt.off_reason : "passthrough off");
+	} else if (n && n->n_fwd) {
+		snprintf(buf, size, "forwarded: the file is open by a forwarded handle");
+	} else {
+		snprintf(buf, size, "passthrough");
+		if (inode_stat((struct dcfs_inode *)inode, &st) == 0) {
+			for (size_t i = 0; i < pt.nfs; i++)
+				if (pt.fs[i].dev == st.st_dev &&
+				    pt.fs[i].state == FS_REFUSED)
+					snprintf(buf, size,
+						 "forwarded: backing %s refuses passthrough (%s)",
+						 pt.fs[i].fstype,
+						 strerror(pt.fs[i].err));
+		}
+	}
+	pthread_mutex_unlock(&pt.lock);
+}
+
+/* --- the custom I/O hooks ------------------------------------------------- */
+
+static ssize_t pt_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t n = read(fd, buf, len);
+	const struct fuse_in_header *in = buf;
+
+	(void)userdata;
+	if (n >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags2) +
+			   sizeof(uint32_t)) &&
+	    in->opcode == FUSE_INIT && !atomic_load(&pt.init_seen)) {
+		const struct fuse_init_in *arg = (const void *)(in + 1);
+
+		atomic_store(&pt.init_flags, arg->flags);
+		atomic_store(&pt.init_flags2,
+			     (arg->flags & FUSE_INIT_EXT) ? arg->flags2 : 0);
+		atomic_store(&pt.init_unique, in->unique);
+	}
+	return n;
+}
+
+/* Copies a reply of at most cap bytes into buf; returns its length or 0. */
+static size_t flatten(const struct iovec *iov, int count, char *buf,
+		      size_t cap)
+{
+	size_t len = 0;
+
+	for (int i = 0; i < count; i++) {
+		if (iov[i].iov_len > cap - len)
+			return 0;
+		memcpy(buf + len, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	return len;
+}
+
+static ssize_t write_init(int fd, struct iovec *iov, int count)
+{
+	char buf[sizeof(struct fuse_out_header) + sizeof(struct fuse_init_out)];
+	size_t len = flatten(iov, count, buf, sizeof(buf));
+	struct fuse_init_out *out = (void *)(buf + sizeof(struct fuse_out_header));
+	uint32_t offer = atomic_load(&pt.init_flags2), depth = PT_MAX_STACK_DEPTH;
+	bool want_pt = !pt.disabled && !pt.no_admin;
+
+	atomic_store(&pt.init_seen, true);
+	if (len != sizeof(buf) || !(atomic_load(&pt.init_flags) & FUSE_INIT_EXT)) {
+		snprintf(pt.off_reason, sizeof(pt.off_reason),
+			 "the kernel offers no extended INIT");
+		log_info("passthrough: off (%s)\n", pt.off_reason);
+		return writev(fd, iov, count);
+	}
+	out->flags |= FUSE_INIT_EXT;
+	/*
+	 * Without FUSE_HANDLE_KILLPRIV_V2 the kernel asks the daemon for
+	 * security.capability before every write (file_remove_privs() on an
+	 * inode that can never be S_NOSEC), passthrough writes included: a
+	 * round trip per write(2).  dcfs kills privileges as the backing
+	 * filesystem does: every write, truncate and O_TRUNC open runs with
+	 * the caller's identity (creds.c), which is what V2 asks of a server.
+	 */
+	if (atomic_load(&pt.init_flags) & FUSE_HANDLE_KILLPRIV_V2)
+		out->flags |= FUSE_HANDLE_KILLPRIV_V2;
+	if (offer & PT_INIT_ALLOW_MMAP) {
+		out->flags2 |= PT_INIT_ALLOW_MMAP;
+		atomic_store(&pt.mmap, true);
+	}
+	if (want_pt && (offer & PT_INIT_PASSTHROUGH) &&
+	    !(out->flags & FUSE_WRITEBACK_CACHE)) {
+		out->flags2 |= PT_INIT_PASSTHROUGH;
+		memcpy((char *)out + INIT_OUT_MAX_STACK_DEPTH, &depth,
+		       sizeof(depth));
+		atomic_store(&pt.on, true);
+	} else {
+		snprintf(pt.off_reason, sizeof(pt.off_reason), "%s",
+			 pt.disabled ? "-o nopassthrough" :
+			 pt.no_admin ? "the daemon lacks CAP_SYS_ADMIN" :
+				       "the kernel does not offer it");
+	}
+	log_info("passthrough: %s%s%s; direct-I/O shared mmap %s\n",
+		 atomic_load(&pt.on) ? "on" : "off (",
+		 atomic_load(&pt.on) ? "" : pt.off_reason,
+		 atomic_load(&pt.on) ? "" : ")",
+		 atomic_load(&pt.mmap) ? "allowed" : "not offered (ENODEV)");
+	return write(fd, buf, len);
+}
+
+static ssize_t write_open(int fd, struct iovec *iov, int count, uint64_t fh,
+			  int32_t id)
+{
+	char buf[sizeof(struct fuse_out_header) + sizeof(struct fuse_entry_out) +
+		 sizeof(struct fuse_open_out)];
+	size_t len = flatten(iov, count, buf, sizeof(buf));
+	size_t at;
+	struct fuse_open_out out;
+
+	/* OPEN: header + open_out; CREATE: header + entry_out + open_out. */
+	if (len == sizeof(struct fuse_out_header) + sizeof(out))
+		at = sizeof(struct fuse_out_header);
+	else if (len == sizeof(buf))
+		at = sizeof(buf) - sizeof(out);
+	else
+		return writev(fd, iov, count);
+	memcpy(&out, buf + at, sizeof(out));
+	if (out.fh != fh)
+		return writev(fd, iov, count);
+	if (out.open_flags & ~(uint32_t)PT_FOPEN_ALLOWED)
+		/* Cannot happen: passthrough_open() cleared keep_cache. */
+		log_err("passthrough: open flags 0x%x do not combine with passthrough\n",
+			out.open_flags);
+	out.open_flags |= PT_FOPEN_PASSTHROUGH;
+	memcpy(&out.padding, &id, sizeof(id));
+	memcpy(buf + at, &out, sizeof(out));
+	return write(fd, buf, len);
+}
+
+static ssize_t pt_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	const struct fuse_out_header *out;
+	uint64_t fh = armed.fh;
+
+	(void)userdata;
+	armed.fh = 0;
+	if (count < 1 || iov[0].iov_len != sizeof(*out))
+		return writev(fd, iov, count);
+	out = iov[0].iov_base;
+	if (out->error == 0 && out->unique &&
+	    out->unique == atomic_load(&pt.init_unique) &&
+	    !atomic_load(&pt.init_seen))
+		return write_init(fd, iov, count);
+	if (fh && out->error == 0)
+		return write_open(fd, iov, count, fh, armed.backing_id);
+	return writev(fd, iov, count);
+}
+
+static ssize_t pt_splice_send(int fdin, off_t *offin, int fdout, off_t *offout,
+			      size_t len, unsigned int flags, void *userdata)
+{
+	(void)userdata;
+	return splice(fdin, offin, fdout, offout, len, flags);
+}
+
+int passthrough_install(struct fuse_session *se, bool disabled)
+{
+	static const struct fuse_custom_io io = {
+		.read = pt_read,
+		.writev = pt_writev,
+		.splice_send = pt_splice_send,
+	};
+	int fd = fuse_session_fd(se);
+
+	pt.disabled = disabled;
+	pt.no_admin = !has_cap_sys_admin();
+	pt.dev_fd = fd;
+	/* Same fd: libfuse keeps owning (and closing) it. */
+	return fuse_session_custom_io(se, &io, fd);
+}
+
+/* --- reporting ---------------------------------------------------------- */
+
+void passthrough_json(FILE *out)
+{
+	pthread_mutex_lock(&pt.lock);
+	fprintf(out,
+		"\"passthrough\":{\"state\":\"%s\",\"reason\":\"%s\",\"direct_io_mmap\":%s,"
+		"\"backing_ids_open\":%llu,\"backing_ids_opened\":%llu,\"backing_ids_closed\":%llu,"
+		"\"max_backing_id\":%llu,\"opens_kernel_io\":%llu,\"opens_daemon_io\":%llu,"
+		"\"opens_forwarded\":%llu,\"fallbacks\":%llu,\"filesystems\":[",
+		atomic_load(&pt.on) ? "on" : "off",
+		atomic_load(&pt.on) ? "" : pt.off_reason,
+		atomic_load(&pt.mmap) ? "true" : "false",
+		(unsigned long long)pt.ids_open,
+		(unsigned long long)pt.ids_opened,
+		(unsigned long long)pt.ids_closed,
+		(unsigned long long)pt.max_id,
+		(unsigned long long)pt.opens_kernel,
+		(unsigned long long)pt.opens_daemon,
+		(unsigned long long)pt.opens_fwd,
+		(unsigned long long)pt.fallbacks);
+	for (size_t i = 0; i < pt.nfs; i++)
+		fprintf(out, "%s{\"dev\":\"%u:%u\",\"fstype\":\"%s\",\"state\":\"%s\"}",
+			i ? "," : "", major(pt.fs[i].dev), minor(pt.fs[i].dev),
+			pt.fs[i].fstype,
+			pt.fs[i].state == FS_YES ? "passthrough" :
+			pt.fs[i].state == FS_REFUSED ? strerror(pt.fs[i].err) :
+						       "unknown");
+	fputs("]}", out);
+	pthread_mutex_unlock(&pt.lock);
+}
+
+void passthrough_table(FILE *out)
+{
+	pthread_mutex_lock(&pt.lock);
+	fprintf(out, "\npassthrough: %s%s%s%s; direct-I/O shared mmap %s\n",
+		atomic_load(&pt.on) ? "on" : "off",
+		atomic_load(&pt.on) ? "" : " (",
+		atomic_load(&pt.on) ? "" : pt.off_reason,
+		atomic_load(&pt.on) ? "" : ")",
+		atomic_load(&pt.mmap) ? "allowed" : "off");
+	fprintf(out,
+		"  opens: %llu kernel I/O, %llu daemon I/O with backing file, %llu forwarded, %llu fallbacks\n"
+		"  backing ids: %llu open, %llu opened, %llu closed\n",
+		(unsigned long long)pt.opens_kernel,
+		(unsigned long long)pt.opens_daemon,
+		(unsigned long long)pt.opens_fwd,
+		(unsigned long long)pt.fallbacks,
+		(unsigned long long)pt.ids_open,
+		(unsigned long long)pt.ids_opened,
+		(unsigned long long)pt.ids_closed);
+	for (size_t i = 0; i < pt.nfs; i++)
+		fprintf(out, "  dev %u:%u %-8s %s\n", major(pt.fs[i].dev),
+			minor(pt.fs[i].dev), pt.fs[i].fstype,
+			pt.fs[i].state == FS_YES ? "passthrough" :
+			pt.fs[i].state == FS_REFUSED ? strerror(pt.fs[i].err) :
+						       "unknown");
+	pthread_mutex_unlock(&pt.lock);
+}
