@@ -41,7 +41,7 @@ DAEMON_OBJS := $(patsubst fusefs/%.c,$(B)/obj/%.o,$(DAEMON_SRCS))
 # systemd units (fusefs/systemd/*.in) with the install paths filled in, and
 # a copy for `systemd-analyze verify` whose ExecStart is the built binary:
 # verify insists that the command exists.
-UNITS := dcfs@.service mnt-media.mount
+UNITS := dcfs@.service dcfs-textfile@.service dcfs-textfile@.timer mnt-media.mount
 UNIT_SED = sed -e 's|@SBINDIR@|$(1)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g'
 
 all: $(B)/dcfs $(B)/mount.dcfs $(B)/dcfs-io $(addprefix $(B)/systemd/,$(UNITS))
@@ -156,14 +156,15 @@ install: all
 	install -d $(DESTDIR)$(SYSCONFDIR)
 	[ -e $(DESTDIR)$(SYSCONFDIR)/dcfs.conf ] || install -m 0644 dcfs.conf $(DESTDIR)$(SYSCONFDIR)/dcfs.conf
 	install -d $(DESTDIR)$(SYSCONFDIR)/dcfs $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(DOCDIR)/examples
-	install -m 0644 $(B)/systemd/dcfs@.service $(DESTDIR)$(SYSTEMDUNITDIR)/
+	install -m 0644 $(B)/systemd/dcfs@.service $(B)/systemd/dcfs-textfile@.service \
+		$(B)/systemd/dcfs-textfile@.timer $(DESTDIR)$(SYSTEMDUNITDIR)/
 	install -m 0644 $(B)/systemd/mnt-media.mount fusefs/systemd/mnt-media.env $(DESTDIR)$(DOCDIR)/examples/
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/dcfs $(DESTDIR)$(SBINDIR)/mount.dcfs
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(wildcard man/*.8)))
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(wildcard man/*.5)))
-	rm -f $(DESTDIR)$(SYSTEMDUNITDIR)/dcfs@.service
+	rm -f $(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,dcfs@.service dcfs-textfile@.service dcfs-textfile@.timer)
 	rm -rf $(DESTDIR)$(DOCDIR)/examples
 
 clean:
