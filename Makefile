@@ -38,13 +38,14 @@ DAEMON_OBJS := $(patsubst fusefs/%.c,$(B)/obj/%.o,$(DAEMON_SRCS))
 
 .PHONY: all deps check check-asan fuzz demo bench install uninstall clean man-check units-check
 
-# systemd units (fusefs/systemd/*.in) with the install paths filled in, and
-# a copy for `systemd-analyze verify` whose ExecStart is the built binary:
+# systemd units (fusefs/systemd/*.in): `make install` fills in the install
+# paths of that invocation (so PREFIX given only to install is honoured);
+# a copy for `systemd-analyze verify` has the built binary as ExecStart:
 # verify insists that the command exists.
-UNITS := dcfs@.service mnt-media.mount
+UNITS := dcfs@.service dcfs-textfile@.service dcfs-textfile@.timer mnt-media.mount
 UNIT_SED = sed -e 's|@SBINDIR@|$(1)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g'
 
-all: $(B)/dcfs $(B)/mount.dcfs $(B)/dcfs-io $(addprefix $(B)/systemd/,$(UNITS))
+all: $(B)/dcfs $(B)/mount.dcfs $(B)/dcfs-io
 
 $(B)/obj/%.o: fusefs/%.c $(HEADERS) | $(B)/obj
 	$(CC) $(STD) $(WARN) $(CFLAGS) $(CPPFLAGS) $(FUSE_CFLAGS) -c -o $@ $<
@@ -60,10 +61,6 @@ $(B)/dcfs-io: tests/bench/dcfs-io.c include/dcfs_sys.h | $(B)
 
 $(B)/dcfs-tests: $(TEST_SRCS) $(wildcard tests/*.h) $(HEADERS) | $(B)
 	$(CC) $(STD) $(WARN) $(CFLAGS) $(CPPFLAGS) $(CHECK_CFLAGS) -o $@ $(TEST_SRCS) $(CHECK_LIBS) -pthread
-
-$(B)/systemd/%: fusefs/systemd/%.in Makefile
-	@mkdir -p $(dir $@)
-	$(call UNIT_SED,$(SBINDIR)) $< > $@
 
 $(B)/systemd-verify/%: fusefs/systemd/%.in Makefile
 	@mkdir -p $(dir $@)
@@ -156,14 +153,17 @@ install: all
 	install -d $(DESTDIR)$(SYSCONFDIR)
 	[ -e $(DESTDIR)$(SYSCONFDIR)/dcfs.conf ] || install -m 0644 dcfs.conf $(DESTDIR)$(SYSCONFDIR)/dcfs.conf
 	install -d $(DESTDIR)$(SYSCONFDIR)/dcfs $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(DOCDIR)/examples
-	install -m 0644 $(B)/systemd/dcfs@.service $(DESTDIR)$(SYSTEMDUNITDIR)/
-	install -m 0644 $(B)/systemd/mnt-media.mount fusefs/systemd/mnt-media.env $(DESTDIR)$(DOCDIR)/examples/
+	for u in dcfs@.service dcfs-textfile@.service dcfs-textfile@.timer; do \
+		$(call UNIT_SED,$(SBINDIR)) fusefs/systemd/$$u.in > $(DESTDIR)$(SYSTEMDUNITDIR)/$$u && \
+		chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$$u || exit 1; done
+	$(call UNIT_SED,$(SBINDIR)) fusefs/systemd/mnt-media.mount.in > $(DESTDIR)$(DOCDIR)/examples/mnt-media.mount
+	install -m 0644 fusefs/systemd/mnt-media.env $(DESTDIR)$(DOCDIR)/examples/
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/dcfs $(DESTDIR)$(SBINDIR)/mount.dcfs
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(wildcard man/*.8)))
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(wildcard man/*.5)))
-	rm -f $(DESTDIR)$(SYSTEMDUNITDIR)/dcfs@.service
+	rm -f $(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,dcfs@.service dcfs-textfile@.service dcfs-textfile@.timer)
 	rm -rf $(DESTDIR)$(DOCDIR)/examples
 
 clean:

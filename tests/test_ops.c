@@ -110,7 +110,8 @@ START_TEST(ops_units_verified)
 	char out[8192];
 	const char *dir = unit_dir();
 	int rc = run_cmd(out, sizeof out,
-			 "cd '%s' && systemd-analyze verify --man=no dcfs@.service mnt-media.mount 2>&1",
+			 "cd '%s' && systemd-analyze verify --man=no dcfs@.service mnt-media.mount "
+			 "dcfs-textfile@.service dcfs-textfile@.timer 2>&1",
 			 dir);
 	ck_assert_msg(rc == 0 && !out[0], "systemd-analyze verify: %d: %s", rc, out);
 	char path[PATH_MAX];
