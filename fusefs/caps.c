@@ -62,18 +62,9 @@ static bool remote_or_automounted(const char *fstype)
 	return false;
 }
 
-/*
- * libfuse 3.14 has no kernel passthrough of its own; passthrough.c (issue
- * 10) answers this once it is there.
- */
-static const char *passthrough_state(void)
-{
-	return "no";
-}
-
 static void log_one(const char *where, dev_t *seen, size_t *nseen)
 {
-	char limit[32] = "unlimited", ident[96];
+	char limit[32] = "unlimited", ident[96], pts[64];
 	struct file_handle *fh;
 	struct probe *p;
 	struct rlimit rl;
@@ -110,10 +101,11 @@ static void log_one(const char *where, dev_t *seen, size_t *nseen)
 		snprintf(ident, sizeof(ident),
 			 "identity O_PATH fd per inode; fd budget %s", limit);
 	free(fh);
+	passthrough_summary(pts, sizeof(pts));
 	log_info("backing %s %s (dev %u:%u): RWF_DONTCACHE read %s, write %s; passthrough %s; %s\n",
 		 p->fstype[0] ? p->fstype : "fs", where, major(p->dev),
 		 minor(p->dev), probe_state_name(p->rd),
-		 probe_state_name(p->wr), passthrough_state(), ident);
+		 probe_state_name(p->wr), pts, ident);
 }
 
 void caps_log_startup(void)

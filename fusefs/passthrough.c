@@ -627,6 +627,22 @@ static ssize_t write_init(int fd, struct iovec *iov, int count)
 	return write(fd, buf, len);
 }
 
+/*
+ * For the startup line of each backing filesystem (caps.c), written before
+ * the INIT reply goes out: what the kernel offered and what dcfs will ask.
+ */
+void passthrough_summary(char *buf, size_t size)
+{
+	if (pt.disabled)
+		snprintf(buf, size, "off (-o nopassthrough)");
+	else if (pt.no_admin)
+		snprintf(buf, size, "off (the daemon lacks CAP_SYS_ADMIN)");
+	else if (atomic_load(&pt.init_flags2) & PT_INIT_PASSTHROUGH)
+		snprintf(buf, size, "offered by the kernel");
+	else
+		snprintf(buf, size, "not offered by the kernel");
+}
+
 static ssize_t write_open(int fd, struct iovec *iov, int count, uint64_t fh,
 			  int32_t id)
 {

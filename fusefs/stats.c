@@ -243,6 +243,13 @@ static void prom_counters(FILE *out)
 		fprintf(out, "} %llu\n",
 			(unsigned long long)counters[p][ST_OPENED]);
 	}
+	prom_head(out, "dcfs_passthrough_opens_total", "counter",
+		  "Opens served by kernel FUSE passthrough, by I/O class (their reads and writes never reach the daemon, so dcfs_bytes_total does not count them).");
+	for (int p = POLICY_CACHE; p < NPOLICIES; p++) {
+		prom_start(out, "dcfs_passthrough_opens_total", p);
+		fprintf(out, "} %llu\n",
+			(unsigned long long)counters[p][ST_PASSTHROUGH]);
+	}
 	prom_head(out, "dcfs_switches_total", "counter",
 		  "Handles that switched from cached to uncached I/O (class auto, or held back by min_size).");
 	for (int p = POLICY_CACHE; p < NPOLICIES; p++) {

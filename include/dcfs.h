@@ -274,6 +274,7 @@ void passthrough_release(struct dcfs_file *f);
 bool passthrough_bypassed(const struct dcfs_inode *inode);
 void passthrough_describe(const struct dcfs_inode *inode, char *buf,
 			  size_t size);
+void passthrough_summary(char *buf, size_t size);
 
 /* io_plain.c, io_stream.c, io_select.c */
 extern const struct dcfs_io io_plain;
