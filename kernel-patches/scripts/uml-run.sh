@@ -10,6 +10,18 @@ make_f2fs_image() {	# $1 = path, $2 = size
 		die "mkfs.f2fs failed"
 }
 
+# ext2, exFAT and ext4 images for the blockfs stage, in directory $1
+make_blockfs_images() {
+	local d=$1 fs
+	for fs in ext2 exfat ext4; do
+		rm -f "$d/$fs.img"
+		truncate -s 256M "$d/$fs.img"
+	done
+	mkfs.ext2 -q -F "$d/ext2.img" >/dev/null || die "mkfs.ext2 failed"
+	mkfs.exfat "$d/exfat.img" >/dev/null || die "mkfs.exfat failed"
+	mkfs.ext4 -q -F "$d/ext4.img" >/dev/null || die "mkfs.ext4 failed"
+}
+
 # uml_boot KERNEL NAME MODE RUN IMAGE TIMEOUT [MEM]
 uml_boot() {
 	local kernel=$1 name=$2 mode=$3 run=$4 img=$5 tmo=$6 mem=${7:-512M}

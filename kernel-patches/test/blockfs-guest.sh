@@ -1,0 +1,39 @@
+#!/bin/sh
+# Guest part of the blockfs stage (T_MODE=blockfs): RWF_DONTCACHE on the
+# raw block device and on the buffer_head file systems that opt in, and
+# the refusal on one that does not.  Disks (made on the host by test.sh):
+#   ubda  raw, no file system      ubdb  ext2
+#   ubdc  exFAT                    ubdd  ext4 (does not opt in: EOPNOTSUPP)
+# $1 = directory of dontcache_test, $2 = mount point.
+bin=$1 mnt=$2 rc=0
+
+# each step gives its device a min_ratio of 50 %; the sum must stay <= 100
+reset_min_ratio() {
+	for f in /sys/class/bdi/*/min_ratio; do echo 0 > "$f"; done
+}
+
+"$bin/dontcache_test" bdev /dev/ubda || rc=1
+reset_min_ratio
+
+for spec in ext2:/dev/ubdb exfat:/dev/ubdc; do
+	fs=${spec%%:*} dev=${spec#*:}
+	echo "== $fs on $dev"
+	if ! mount -t "$fs" "$dev" "$mnt"; then
+		echo "mounting $fs on $dev failed"
+		rc=1
+		continue
+	fi
+	"$bin/dontcache_test" fs "$mnt" "$dev" "$fs" || rc=1
+	umount "$mnt" || { echo "umount $fs failed"; rc=1; }
+	reset_min_ratio
+done
+
+echo "== ext4 on /dev/ubdd (control: not opted in)"
+if mount -t ext4 /dev/ubdd "$mnt"; then
+	"$bin/dontcache_test" control "$mnt" "ext4 (does not opt in)" || rc=1
+	umount "$mnt" || { echo "umount ext4 failed"; rc=1; }
+else
+	echo "mounting ext4 failed"
+	rc=1
+fi
+exit $rc
