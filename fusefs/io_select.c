@@ -124,6 +124,12 @@ static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 	}
 }
 
+/* Streaming handles take part in write coalescing and deferred errors. */
+static int attach_stream(struct dcfs_file *f, const struct dcfs_config *cfg)
+{
+	return f->io == &io_stream ? wpipe_open(f, cfg->writeback_limit) : 0;
+}
+
 int policy_for_inode(fuse_req_t req, struct dcfs_inode *inode, int64_t size,
 		     bool writable, struct dcfs_decision *d,
 		     struct dcfs_config **cfgp)
@@ -145,6 +151,7 @@ int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi)
 	struct dcfs_config *cfg;
 	struct stat st;
 	bool writable = (f->flags & O_ACCMODE) != O_RDONLY;
+	int err;
 
 	if (fstat(f->fd, &st) < 0)
 		return -errno;
@@ -154,7 +161,10 @@ int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi)
 	}
 	policy_for_inode(req, f->inode, st.st_size, writable, &d, &cfg);
 	apply_decision(f, &d, cfg, fi);
+	err = attach_stream(f, cfg);
 	config_put(cfg);
+	if (err)
+		return err;
 	stats_add(f->policy, ST_OPENED, 1);
 	if (dcfs_log_enabled(FUSE_LOG_DEBUG)) {
 		char why[256];

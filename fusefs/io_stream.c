@@ -8,7 +8,7 @@
  * daemon's own buffers.  Small reads are served from a per-handle
  * read-ahead buffer filled with large uncached reads, so a 4 KiB reader
  * does not cost one backing syscall (and, with drop-behind, one disk read)
- * per request.  The buffer is dropped whenever the file's data changes
+ * per request.  Writes are coalesced the same way (write_pipe.c).  The buffer is dropped whenever the file's data changes
  * through the mount (inode data_gen).
  */
 #include <fcntl.h>
@@ -135,27 +135,6 @@ static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 	pthread_mutex_unlock(&f->lock);
 }
 
-static ssize_t write_uncached(struct dcfs_file *f, const void *buf, size_t len,
-			      off_t off)
-{
-	ssize_t n = uncached_pwrite(f->probe, f->fd, buf, len, off);
-
-	if (n != -EOPNOTSUPP) {
-		if (n > 0) {
-			stats_add(f->policy, ST_WRITE_DONTCACHE, (uint64_t)n);
-			if (f->dc_hi == f->dc_lo || off < f->dc_lo)
-				f->dc_lo = off;
-			if (off + n > f->dc_hi)
-				f->dc_hi = off + n;
-		}
-		return n;
-	}
-	n = fallback_write(f, buf, len, off);
-	if (n > 0)
-		stats_add(f->policy, ST_WRITE_FALLBACK, (uint64_t)n);
-	return n;
-}
-
 static ssize_t stream_write(struct dcfs_file *f, struct fuse_bufvec *in,
 			    off_t off)
 {
@@ -185,8 +164,9 @@ static ssize_t stream_write(struct dcfs_file *f, struct fuse_bufvec *in,
 		len = (size_t)n;
 		data = mem.buf[0].mem;
 	}
+	stats_add(f->policy, ST_WRITE_REQUESTS, 1);
 	pthread_mutex_lock(&f->lock);
-	n = write_uncached(f, data, len, off);
+	n = wpipe_write(f, data, len, off);
 	pthread_mutex_unlock(&f->lock);
 	free(mem.buf[0].mem);
 	return n;
@@ -194,6 +174,8 @@ static ssize_t stream_write(struct dcfs_file *f, struct fuse_bufvec *in,
 
 static void stream_release(struct dcfs_file *f)
 {
+	/* First what is still buffered, then what it leaves in the cache. */
+	wpipe_close(f);
 	fallback_finish(f);
 	/*
 	 * A switched handle leaves nothing of its stream behind: not in the

@@ -157,8 +157,11 @@ static int run(struct fuse_args *args)
 	dcfs.se = se;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_destroy;
+	conn_limits_prepare();
 	if (fuse_session_mount(se, dcfs.opt.mountpoint) != 0)
 		goto out_signals;
+	if (conn_limits_install(se) < 0)
+		goto out_unmount;
 	guard_learn_self(dcfs.opt.mountpoint);
 	dcfs_log_init(dcfs.opt.foreground, dcfs.opt.debug);
 	apply_config_log_level();

@@ -25,6 +25,12 @@ static const char *const kind_names[ST__COUNT] = {
 	[ST_READ_CACHED] = "read_cached",
 	[ST_WRITE_CACHED] = "written_cached",
 	[ST_SWITCHED] = "switched",
+	[ST_WRITE_REQUESTS] = "write_requests",
+	[ST_COALESCED] = "writes_coalesced",
+	[ST_BACKING_WRITES] = "backing_writes",
+	[ST_BUFFERED] = "bytes_buffered",
+	[ST_WRITEBACK_WAITS] = "writeback_waits",
+	[ST_DEFERRED_ERRORS] = "deferred_errors",
 };
 
 void stats_add(int policy, enum stat_kind k, uint64_t n)

@@ -86,6 +86,7 @@ struct dcfs_file {
 	off_t pre_lo, pre_hi; /* span cached before the switch */
 	uint64_t window;
 	struct probe *probe;
+	struct wpipe *wp; /* write coalescing and deferred errors (write_pipe.c) */
 
 	/* read-ahead buffer (uncached reads) */
 	char *ra_buf;
@@ -230,6 +231,17 @@ void creds_drop_reserve(void);
 enum { IO_AS_DAEMON, IO_RAISED, IO_AS_CALLER };
 int creds_io_begin(fuse_req_t req);
 void creds_io_end(int how);
+struct creds_id {
+	uid_t uid;
+	gid_t gid;
+};
+struct creds_saved {
+	bool active, resource;
+	struct creds_id prev;
+};
+void creds_io_capture(struct creds_id *id);
+void creds_io_switch(const struct creds_id *id, struct creds_saved *s);
+void creds_io_restore(const struct creds_saved *s);
 
 /* io_plain.c, io_stream.c, io_select.c */
 extern const struct dcfs_io io_plain;

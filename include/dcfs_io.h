@@ -26,6 +26,8 @@ ssize_t uncached_pread(struct probe *p, int fd, void *buf, size_t len,
 		       off_t off);
 ssize_t uncached_pwrite(struct probe *p, int fd, const void *buf, size_t len,
 			off_t off);
+ssize_t uncached_pwritev(struct probe *p, int fd, const struct iovec *iov,
+			 int cnt, off_t off);
 size_t probe_snapshot(struct probe *out, size_t max);
 const char *probe_state_name(int s);
 
@@ -35,6 +37,23 @@ ssize_t fallback_write(struct dcfs_file *f, const void *buf, size_t len,
 		       off_t off);
 void fallback_finish(struct dcfs_file *f);
 void drop_written(struct dcfs_file *f, off_t lo, off_t hi);
+
+/* write_pipe.c */
+int wpipe_open(struct dcfs_file *f, uint64_t wb_limit);
+ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
+		    off_t off);
+bool wpipe_sync_inode(struct dcfs_inode *inode);
+void wpipe_sync_others(struct dcfs_file *f);
+void wpipe_sync_all(void);
+int wpipe_flush(struct dcfs_file *f);
+void wpipe_synced(struct dcfs_file *f);
+void wpipe_close(struct dcfs_file *f);
+
+/* conn_limits.c */
+struct fuse_init_out;
+void conn_limits_prepare(void);
+void conn_limits_init_reply(struct fuse_init_out *out);
+int conn_limits_install(struct fuse_session *se);
 
 /* notify.c */
 int notify_start(struct fuse_session *se);
@@ -59,6 +78,12 @@ enum stat_kind {
 	ST_READ_CACHED,
 	ST_WRITE_CACHED,
 	ST_SWITCHED,
+	ST_WRITE_REQUESTS,   /* FUSE write requests of uncached handles */
+	ST_COALESCED,	     /* writes acknowledged from the buffer */
+	ST_BACKING_WRITES,   /* backing write syscalls */
+	ST_BUFFERED,	     /* bytes acknowledged, not yet written (gauge) */
+	ST_WRITEBACK_WAITS,  /* waits for writeback behind a stream */
+	ST_DEFERRED_ERRORS,  /* failed writes of acknowledged data */
 	ST__COUNT
 };
 void stats_add(int policy, enum stat_kind k, uint64_t n);
