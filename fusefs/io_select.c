@@ -127,7 +127,13 @@ static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 /* Streaming handles take part in write coalescing and deferred errors. */
 static int attach_stream(struct dcfs_file *f, const struct dcfs_config *cfg)
 {
-	return f->io == &io_stream ? wpipe_open(f, cfg->writeback_limit) : 0;
+	struct wpipe_limits lim = {
+		.writeback = cfg->writeback_limit,
+		.inflight = cfg->inflight,
+		.inflight_mount = cfg->inflight_mount,
+	};
+
+	return f->io == &io_stream ? wpipe_open(f, &lim) : 0;
 }
 
 int policy_for_inode(fuse_req_t req, struct dcfs_inode *inode, int64_t size,

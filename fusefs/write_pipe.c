@@ -37,9 +37,26 @@
  *    ends, which is only known to the backing filesystem.
  *  - Buffered data is written with the fsuid/fsgid the writer had
  *    (captured with the data), whichever thread writes it.
- *  - Lock order: struct wp_inode lock, then dcfs_file lock.
+ *  - Pipelining: once a run reaches the backing filesystem's page
+ *    boundary and RWF_DONTCACHE is known to work there, its data are
+ *    copied into a job and written by the handle's own worker thread, so
+ *    the reply (and the application's next request) overlaps with the
+ *    backing write.  Jobs of a handle are written one after the other, in
+ *    order; every synchronous backing write of the handle and every sync
+ *    point above first waits for them (drain), so overlapping writes,
+ *    reads, truncation and the rest see them in order.  Bytes in jobs are
+ *    bounded per handle (inflight) and per mount (inflight_mount): a
+ *    request waits for room (counted as queue_waits).  Workers write with
+ *    the identity captured with the data and record failures like any
+ *    deferred error.  The fallback path (no RWF_DONTCACHE) stays
+ *    synchronous: its window state is shared with reads.
+ *  - Lock order: struct wp_inode lock, then dcfs_file lock, then the
+ *    handle's io_lock (backing-write state: written spans, partial pages,
+ *    bounded writeback) or qlock (the job queue).
  */
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +74,18 @@
 /* Below this much free space (plus what is buffered) writes go through. */
 #define LOW_SPACE ((uint64_t)64 << 20)
 #define NBUCKETS 256
+/* Largest job: a buffer's worth plus one max-size request. */
+#define JOB_CAP (BUF_CAP + ((size_t)1 << 20))
+/* Recycled job buffers per handle (their pages are already faulted in). */
+#define SPARE_JOBS 9
+
+struct wjob {
+	struct wjob *next;
+	off_t off;
+	size_t len;
+	struct creds_id id;
+	char data[];
+};
 
 struct wp_inode {
 	struct wp_inode *next; /* hash chain; reg_lock */
@@ -78,9 +107,20 @@ struct wpipe {
 	off_t boff; /* buffered file range [boff, boff + blen) */
 	size_t blen;
 	struct creds_id id;
+	uint64_t inflight_limit, mount_limit;
+	/* io_lock: the backing-write state, also f->dc_lo/dc_hi */
+	pthread_mutex_t io_lock;
 	uint64_t wb_limit;
 	off_t wb_front, wb_waited; /* bounded writeback */
 	off_t rag_lo, rag_hi;	   /* partial pages written uncached */
+	/* qlock: the job queue of the worker */
+	pthread_mutex_t qlock;
+	pthread_cond_t qcv; /* a job was queued, or one is done */
+	struct wjob *qhead, *qtail, *spare;
+	unsigned int nspare;
+	size_t inflight; /* bytes in queued or running jobs */
+	bool worker, stop;
+	pthread_t thread;
 };
 
 static struct wp_inode *buckets[NBUCKETS];
@@ -88,6 +128,7 @@ static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic long buffered_handles; /* handles with blen > 0 */
 static _Atomic uint64_t buffered_bytes;
 static _Atomic uint64_t buf_total; /* allocated buffers */
+static _Atomic uint64_t inflight_total; /* bytes in jobs, all handles */
 
 static off_t page_down(off_t x)
 {
@@ -144,7 +185,7 @@ static void wi_put(struct wp_inode *wi)
 	free(wi);
 }
 
-int wpipe_open(struct dcfs_file *f, uint64_t wb_limit)
+int wpipe_open(struct dcfs_file *f, const struct wpipe_limits *lim)
 {
 	struct wpipe *wp = calloc(1, sizeof(*wp));
 
@@ -156,7 +197,12 @@ int wpipe_open(struct dcfs_file *f, uint64_t wb_limit)
 		return -ENOMEM;
 	}
 	wp->f = f;
-	wp->wb_limit = wb_limit;
+	wp->wb_limit = lim->writeback;
+	wp->inflight_limit = lim->inflight;
+	wp->mount_limit = lim->inflight_mount;
+	pthread_mutex_init(&wp->io_lock, NULL);
+	pthread_mutex_init(&wp->qlock, NULL);
+	pthread_cond_init(&wp->qcv, NULL);
 	pthread_mutex_lock(&wp->wi->lock);
 	/* Errors of writes before this open are not this handle's. */
 	wp->err_seen = atomic_load(&wp->wi->err_seq);
@@ -256,8 +302,8 @@ static void note_uncached(struct dcfs_file *f, off_t off, off_t end)
  * backing filesystem can, else through the fallback window.  Returns the
  * bytes written; when that is less than asked, *err says why.
  */
-static size_t backing_write(struct dcfs_file *f, struct iovec *iov, int cnt,
-			    off_t off, int *err)
+static size_t backing_write_locked(struct dcfs_file *f, struct iovec *iov,
+				   int cnt, off_t off, int *err)
 {
 	size_t len = 0, done = 0;
 	ssize_t n = 0;
@@ -312,6 +358,172 @@ static size_t backing_write(struct dcfs_file *f, struct iovec *iov, int cnt,
 	return done;
 }
 
+static size_t backing_write(struct dcfs_file *f, struct iovec *iov, int cnt,
+			    off_t off, int *err)
+{
+	size_t n;
+
+	if (f->wp)
+		pthread_mutex_lock(&f->wp->io_lock);
+	n = backing_write_locked(f, iov, cnt, off, err);
+	if (f->wp)
+		pthread_mutex_unlock(&f->wp->io_lock);
+	return n;
+}
+
+/* --- the pipeline ------------------------------------------------------ */
+
+static void *worker_main(void *arg)
+{
+	struct wpipe *wp = arg;
+	struct creds_saved saved;
+	struct wjob *job;
+	struct iovec iov;
+	int err;
+
+	pthread_mutex_lock(&wp->qlock);
+	for (;;) {
+		while (!wp->qhead && !wp->stop)
+			pthread_cond_wait(&wp->qcv, &wp->qlock);
+		job = wp->qhead;
+		if (!job)
+			break;
+		/* The job stays queued (and counted) until it is written. */
+		pthread_mutex_unlock(&wp->qlock);
+		iov = (struct iovec){ job->data, job->len };
+		creds_io_switch(&job->id, &saved);
+		stats_add(wp->f->policy, ST_BACKGROUND_WRITES, 1);
+		if (backing_write(wp->f, &iov, 1, job->off, &err) != job->len)
+			record_error(wp, err ? err : EIO, job->off, job->len);
+		creds_io_restore(&saved);
+		pthread_mutex_lock(&wp->qlock);
+		wp->qhead = job->next;
+		if (!wp->qhead)
+			wp->qtail = NULL;
+		wp->inflight -= job->len;
+		atomic_fetch_sub(&inflight_total, job->len);
+		stats_add(wp->f->policy, ST_INFLIGHT, -(uint64_t)job->len);
+		if (wp->nspare < SPARE_JOBS) {
+			job->next = wp->spare;
+			wp->spare = job;
+			wp->nspare++;
+		} else {
+			free(job);
+		}
+		pthread_cond_broadcast(&wp->qcv);
+	}
+	pthread_mutex_unlock(&wp->qlock);
+	return NULL;
+}
+
+/* Waits until every job of the handle is written (f->lock held). */
+static void drain(struct wpipe *wp)
+{
+	pthread_mutex_lock(&wp->qlock);
+	while (wp->inflight)
+		pthread_cond_wait(&wp->qcv, &wp->qlock);
+	pthread_mutex_unlock(&wp->qlock);
+}
+
+static bool space_is_low(struct dcfs_file *f);
+
+/* Also only with ample space: a background ENOSPC would come late. */
+static bool may_pipeline(struct dcfs_file *f, size_t len)
+{
+	return f->wp->inflight_limit && len <= JOB_CAP &&
+	       atomic_load(&f->probe->wr) == PROBE_YES && !space_is_low(f);
+}
+
+/*
+ * Queues iov for the worker (f->lock held): 0, or -errno when it could
+ * not (the caller then writes synchronously).  Waits while the handle or
+ * the mount has its bound in flight; a handle with nothing in flight may
+ * always queue one job, so the mount bound cannot starve it.
+ */
+static int submit(struct wpipe *wp, const struct iovec *iov, int cnt,
+		  off_t off, size_t len)
+{
+	struct wjob *job;
+	bool waited = false;
+	size_t at = 0;
+
+	pthread_mutex_lock(&wp->qlock);
+	while (wp->inflight &&
+	       (wp->inflight + len > wp->inflight_limit ||
+		atomic_load(&inflight_total) + len > wp->mount_limit)) {
+		if (!waited)
+			stats_add(wp->f->policy, ST_QUEUE_WAITS, 1);
+		waited = true;
+		pthread_cond_wait(&wp->qcv, &wp->qlock);
+	}
+	job = wp->spare;
+	if (job) {
+		wp->spare = job->next;
+		wp->nspare--;
+	}
+	if (!wp->worker) {
+		sigset_t all, old;
+		int rc;
+
+		/* Signals are for libfuse's threads, not for the writer. */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		rc = pthread_create(&wp->thread, NULL, worker_main, wp);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (rc != 0) {
+			if (job) {
+				job->next = wp->spare;
+				wp->spare = job;
+				wp->nspare++;
+			}
+			pthread_mutex_unlock(&wp->qlock);
+			return -EAGAIN;
+		}
+		wp->worker = true;
+	}
+	pthread_mutex_unlock(&wp->qlock);
+	if (!job)
+		job = malloc(sizeof(*job) + JOB_CAP);
+	if (!job)
+		return -ENOMEM;
+	for (int i = 0; i < cnt; i++) {
+		memcpy(job->data + at, iov[i].iov_base, iov[i].iov_len);
+		at += iov[i].iov_len;
+	}
+	job->next = NULL;
+	job->off = off;
+	job->len = len;
+	job->id = wp->id;
+	pthread_mutex_lock(&wp->qlock);
+	if (wp->qtail)
+		wp->qtail->next = job;
+	else
+		wp->qhead = job;
+	wp->qtail = job;
+	wp->inflight += len;
+	atomic_fetch_add(&inflight_total, len);
+	stats_add(wp->f->policy, ST_INFLIGHT, len);
+	pthread_cond_broadcast(&wp->qcv);
+	pthread_mutex_unlock(&wp->qlock);
+	return 0;
+}
+
+static void worker_stop(struct wpipe *wp)
+{
+	struct wjob *job;
+
+	pthread_mutex_lock(&wp->qlock);
+	wp->stop = true;
+	pthread_cond_broadcast(&wp->qcv);
+	pthread_mutex_unlock(&wp->qlock);
+	if (wp->worker)
+		pthread_join(wp->thread, NULL);
+	while ((job = wp->spare)) {
+		wp->spare = job->next;
+		free(job);
+	}
+}
+
 static void set_buffered(struct wpipe *wp, size_t blen)
 {
 	if (!wp->blen && blen)
@@ -335,6 +547,7 @@ static int flush_buf(struct wpipe *wp)
 
 	if (!len)
 		return 0;
+	drain(wp);
 	if (backing_write(wp->f, &iov, 1, wp->boff, &err) == len)
 		err = 0;
 	set_buffered(wp, 0);
@@ -377,7 +590,8 @@ static bool space_is_low(struct dcfs_file *f)
 	if (fstatfs(f->fd, &sfs) < 0)
 		return true;
 	return (uint64_t)sfs.f_bavail * (uint64_t)sfs.f_bsize <
-	       LOW_SPACE + atomic_load(&buffered_bytes);
+	       LOW_SPACE + atomic_load(&buffered_bytes) +
+		       atomic_load(&inflight_total);
 }
 
 static bool may_buffer(const struct dcfs_file *f)
@@ -393,6 +607,8 @@ static ssize_t write_through(struct dcfs_file *f, const void *data, size_t len,
 	size_t n;
 	int err;
 
+	if (f->wp)
+		drain(f->wp);
 	n = backing_write(f, &iov, 1, off, &err);
 	return n || !err ? (ssize_t)n : -err;
 }
@@ -459,10 +675,18 @@ ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
 	iov[1] = (struct iovec){ (void *)data,
 				 upto > off ? (size_t)(upto - off) : 0 };
 	want = from_buf + iov[1].iov_len;
-	if (backing_write(f, from_buf ? iov : iov + 1, from_buf ? 2 : 1,
-			  wp->boff, &err) != want) {
-		if (!err)
-			err = EIO;
+	/* Queued for the worker, or else written here, after its jobs. */
+	if (may_pipeline(f, want) &&
+	    submit(wp, from_buf ? iov : iov + 1, from_buf ? 2 : 1, wp->boff,
+		   want) == 0)
+		err = 0;
+	else if (drain(wp), backing_write(f, from_buf ? iov : iov + 1,
+					  from_buf ? 2 : 1, wp->boff,
+					  &err) == want)
+		err = 0;
+	else if (!err)
+		err = EIO;
+	if (err) {
 		if (from_buf) {
 			/* Acknowledged data was lost: other handles must know. */
 			record_error(wp, err, wp->boff, from_buf);
@@ -500,7 +724,7 @@ static bool sync_except(struct dcfs_inode *inode, struct dcfs_file *skip)
 	struct wp_inode *wi;
 	bool any = false;
 
-	if (!atomic_load(&buffered_handles))
+	if (!atomic_load(&buffered_handles) && !atomic_load(&inflight_total))
 		return false;
 	wi = wi_get(inode, false);
 	if (!wi)
@@ -514,6 +738,10 @@ static bool sync_except(struct dcfs_inode *inode, struct dcfs_file *skip)
 			flush_as_writer(wp);
 			any = true;
 		}
+		pthread_mutex_lock(&wp->qlock);
+		any = any || wp->inflight;
+		pthread_mutex_unlock(&wp->qlock);
+		drain(wp);
 		pthread_mutex_unlock(&wp->f->lock);
 	}
 	pthread_mutex_unlock(&wi->lock);
@@ -577,12 +805,12 @@ void wpipe_synced(struct dcfs_file *f)
 
 	if (!wp)
 		return;
-	pthread_mutex_lock(&f->lock);
+	pthread_mutex_lock(&wp->io_lock);
 	if (wp->rag_hi > wp->rag_lo) {
 		drop_written(f, wp->rag_lo, wp->rag_hi);
 		wp->rag_lo = wp->rag_hi = 0;
 	}
-	pthread_mutex_unlock(&f->lock);
+	pthread_mutex_unlock(&wp->io_lock);
 }
 
 /* At release: write what is left (an error can only be logged now). */
@@ -594,7 +822,9 @@ void wpipe_close(struct dcfs_file *f)
 		return;
 	pthread_mutex_lock(&f->lock);
 	flush_as_writer(wp);
+	drain(wp);
 	pthread_mutex_unlock(&f->lock);
+	worker_stop(wp);
 	pthread_mutex_lock(&wp->wi->lock);
 	for (pp = &wp->wi->handles; *pp != wp; pp = &(*pp)->next)
 		;
@@ -605,6 +835,9 @@ void wpipe_close(struct dcfs_file *f)
 		free(wp->buf);
 		atomic_fetch_sub(&buf_total, BUF_CAP);
 	}
+	pthread_cond_destroy(&wp->qcv);
+	pthread_mutex_destroy(&wp->qlock);
+	pthread_mutex_destroy(&wp->io_lock);
 	free(wp);
 	f->wp = NULL;
 }

@@ -39,7 +39,12 @@ void fallback_finish(struct dcfs_file *f);
 void drop_written(struct dcfs_file *f, off_t lo, off_t hi);
 
 /* write_pipe.c */
-int wpipe_open(struct dcfs_file *f, uint64_t wb_limit);
+struct wpipe_limits {
+	uint64_t writeback;	 /* writeback_limit */
+	uint64_t inflight;	 /* per handle; 0: synchronous writes */
+	uint64_t inflight_mount; /* all handles */
+};
+int wpipe_open(struct dcfs_file *f, const struct wpipe_limits *lim);
 ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
 		    off_t off);
 bool wpipe_sync_inode(struct dcfs_inode *inode);
@@ -84,6 +89,9 @@ enum stat_kind {
 	ST_BUFFERED,	     /* bytes acknowledged, not yet written (gauge) */
 	ST_WRITEBACK_WAITS,  /* waits for writeback behind a stream */
 	ST_DEFERRED_ERRORS,  /* failed writes of acknowledged data */
+	ST_INFLIGHT,	     /* bytes queued for background writes (gauge) */
+	ST_QUEUE_WAITS,	     /* requests that waited for room in the queue */
+	ST_BACKGROUND_WRITES, /* backing writes made by a handle's worker */
 	ST__COUNT
 };
 void stats_add(int policy, enum stat_kind k, uint64_t n);

@@ -18,6 +18,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/mount.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -769,6 +771,46 @@ static void do_write(struct mfile *f, size_t off, size_t len, long op, unsigned 
 		f->size = off + len;
 }
 
+/* A reader thread with handles of its own: its reads must never fail or
+ * hang while the exerciser's writes are buffered or in flight (what they
+ * return is checked by the exerciser's own reads against the model). */
+struct reader_ctx {
+	char *paths[8];
+	int nf;
+	_Atomic int stop;
+	long reads;
+	char failed[256];
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader_ctx *c = arg;
+	static unsigned char b[256 << 10];
+	uint32_t s = 99;
+	int fds[8];
+	for (int i = 0; i < c->nf; i++)
+		fds[i] = open(c->paths[i], O_RDONLY);
+	while (!atomic_load(&c->stop)) {
+		int i = (int)(xs32(&s) % (uint32_t)c->nf);
+		if (fds[i] < 0)
+			continue;
+		size_t len = 1 + xs32(&s) % sizeof b;
+		off_t off = (off_t)(xs32(&s) % RCAP);
+		if (pread(fds[i], b, len, off) < 0) {
+			snprintf(c->failed, sizeof c->failed, "pread(%zu @ %lld) of %s: %s", len,
+				 (long long)off, c->paths[i], strerror(errno));
+			break;
+		}
+		c->reads++;
+		if (c->reads % 64 == 0)
+			sleep_ms(1); /* a reader, not a load generator */
+	}
+	for (int i = 0; i < c->nf; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	return NULL;
+}
+
 static void random_ops(unsigned seed, long nops)
 {
 	static struct mfile files[] = { { .rel = "x.mkv" },	 { .rel = "x.dat" },
@@ -786,6 +828,12 @@ static void random_ops(unsigned seed, long nops)
 		mf_open(&files[i]);
 	}
 	long counts[12] = { 0 };
+	/* readers on handles of their own, while writes are in flight */
+	struct reader_ctx rc = { .nf = nf };
+	for (int i = 0; i < nf; i++)
+		rc.paths[i] = strdup(SM("%s", files[i].rel));
+	pthread_t rt;
+	ck_assert_int_eq(pthread_create(&rt, NULL, reader_main, &rc), 0);
 	for (long op = 0; op < nops; op++) {
 		struct mfile *f = &files[rnd() % (unsigned)nf];
 		unsigned r = (unsigned)(rnd() % 1000);
@@ -863,6 +911,12 @@ static void random_ops(unsigned seed, long nops)
 			memcpy(f->m + f->size, wbuf, len);
 			f->size += len;
 			counts[7]++;
+		} else if (r < 940) { /* fsync on any handle: in-flight writes land first */
+			int which = (int)(rnd() % 3);
+			int fd = which == 0 ? f->rw : which == 1 ? f->ro : f->ap;
+			ck_assert_msg((rnd() % 2 ? fdatasync(fd) : fsync(fd)) == 0,
+				      "seed %u op %ld %s: fsync: %s", seed, op, f->rel, strerror(errno));
+			counts[11]++;
 		} else if (r < 960) { /* size */
 			struct stat st;
 			ck_assert_int_eq(fstat(rnd() % 2 ? f->ro : f->rw, &st), 0);
@@ -882,6 +936,11 @@ static void random_ops(unsigned seed, long nops)
 			counts[10]++;
 		}
 	}
+	atomic_store(&rc.stop, 1);
+	pthread_join(rt, NULL);
+	for (int i = 0; i < nf; i++)
+		free(rc.paths[i]);
+	ck_assert_msg(!rc.failed[0], "concurrent reader: %s", rc.failed);
 	/* final: every file through a fresh handle and on the backing fs */
 	for (int i = 0; i < nf; i++) {
 		struct mfile *f = &files[i];
@@ -893,9 +952,11 @@ static void random_ops(unsigned seed, long nops)
 	}
 	free(pool);
 	printf("stream-%s random ops seed %u: %ld ops (write %ld read %ld seq %ld trunc %ld falloc %ld "
-	       "keep %ld punch %ld append %ld stat %ld reopen %ld check %ld)\n",
+	       "keep %ld punch %ld append %ld stat %ld reopen %ld check %ld fsync %ld), "
+	       "concurrent reader: %ld reads\n",
 	       sk_names[g_sk], seed, nops, counts[0], counts[1], counts[2], counts[3], counts[4],
-	       counts[5], counts[6], counts[7], counts[8], counts[9], counts[10]);
+	       counts[5], counts[6], counts[7], counts[8], counts[9], counts[10], counts[11],
+	       (long)rc.reads);
 	fflush(stdout);
 }
 
