@@ -1278,6 +1278,74 @@ START_TEST(stream_enospc)
 }
 END_TEST
 
+/* ---- EIO from a failing device ------------------------------------------------------ */
+/* The backing ext4 sits on a loop device over an image that becomes
+ * immutable mid-stream: the loop device's writes fail (ext4 refuses writes
+ * to an immutable file), so writeback of the data fails with EIO, which
+ * the writer must see at fsync, however its writes were buffered or
+ * pipelined. */
+START_TEST(stream_eio)
+{
+	st_begin();
+	char img[PATH_MAX + 16], dir[PATH_MAX], out[4096], err[4096];
+	snprintf(img, sizeof img, "%s/eio.img", g_tmpdir);
+	snprintf(dir, sizeof dir, "%s/eio", g_tmpdir);
+	int fd = open(img, O_CREAT | O_RDWR | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 64 << 20), 0);
+	close(fd);
+	ck_assert_int_eq(run_cmd(out, sizeof out, "mkfs.ext4 -q -F '%s'", img), 0);
+	mkdir(dir, 0755);
+	track_mount(dir);
+	/* -o loop: buffered, auto-cleared at unmount */
+	int rc = run_cmd(out, sizeof out, "mount -o loop '%s' '%s'", img, dir);
+	ck_assert_msg(rc == 0, "mount: %s", out);
+	struct own_mount m;
+	ck_assert_msg(own_mount_start(&m, dir, "eio", STREAM_CONF) == 0, "mount: %s", m.err);
+	unsigned char *src = malloc(8 << 20);
+	fill_pattern(src, 8 << 20, 4300);
+	fd = open(fmt_join(m.mnt, "f.mkv"), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, src, 4 << 20), 4 << 20);
+	ck_assert_int_eq(fsync(fd), 0);
+	rc = run_cmd(out, sizeof out, "chattr +i '%s'", img);
+	ck_assert_msg(rc == 0, "chattr +i: %s", out);
+	int werr = 0, n = 0;
+	for (; n < 4; n++) { /* 1 MiB writes: pipelined, then 1000-byte ones: buffered */
+		if (write(fd, src + (4 << 20) + n * (1 << 20), 1 << 20) < 0) {
+			werr = errno;
+			break;
+		}
+	}
+	for (int k = 0; !werr && k < 100; k++)
+		if (write(fd, src, 1000) < 0)
+			werr = errno;
+	int fr = fsync(fd), ferr = errno;
+	int cr = close(fd), cerr = errno;
+	run_cmd(NULL, 0, "chattr -i '%s'", img);
+	printf("stream-%s failing device: writes %s, fsync %d (%s), close %d (%s)\n", sk_names[g_sk],
+	       werr ? strerror(werr) : "ok", fr, fr ? strerror(ferr) : "ok", cr,
+	       cr ? strerror(cerr) : "ok");
+	fflush(stdout);
+	ck_assert_msg(werr == 0 || werr == EIO || werr == EROFS, "write: %s", strerror(werr));
+	ck_assert_msg(fr == -1 && (ferr == EIO || ferr == EROFS),
+		      "fsync after the device failed: %d (%s), expected EIO", fr, strerror(ferr));
+	(void)cr;
+	ck_assert_msg(own_mount_stop(&m, err, sizeof err) == 0, "unmount: %s", err);
+	if (umount2(dir, 0) < 0)
+		umount2(dir, MNT_DETACH);
+	for (int i = 0; i < 100; i++) {
+		out[0] = 0;
+		run_cmd(out, sizeof out, "losetup -j '%s'", img);
+		if (!out[0])
+			break;
+		sleep_ms(50);
+	}
+	unlink(img);
+	free(src);
+}
+END_TEST
+
 START_TEST(stream_zz_unmount)
 {
 	ck_assert_msg(!g_sm.err[0], "setup failed: %s", g_sm.err);
@@ -1308,8 +1376,10 @@ Suite *stream_suite(void)
 		tcase_add_test(tc, stream_random_ops);
 		if (k != SK_BTRFS)
 			tcase_add_test(tc, stream_append_residency);
-		if (k == SK_EXT4) /* mkfs.xfs wants >= 300 MB: one small fs is enough */
+		if (k == SK_EXT4) { /* mkfs.xfs wants >= 300 MB: one small fs is enough */
 			tcase_add_test(tc, stream_enospc);
+			tcase_add_test(tc, stream_eio);
+		}
 		tcase_add_test(tc, stream_unaligned_1m);
 		tcase_add_test(tc, stream_zz_unmount);
 		suite_add_tcase(s, tc);
