@@ -530,6 +530,13 @@ static void global_key(struct parse_state *ps, const char *key,
 				 "writeback_limit must be between 1M and 1G (0 turns it off)");
 		else
 			cfg->writeback_limit = v;
+	} else if (!strcasecmp(key, "prefetch")) {
+		if (!strcasecmp(value, "yes") || !strcmp(value, "1") || !strcasecmp(value, "on"))
+			cfg->prefetch = true;
+		else if (!strcasecmp(value, "no") || !strcmp(value, "0") || !strcasecmp(value, "off"))
+			cfg->prefetch = false;
+		else
+			error_at(ps, ps->lineno, "prefetch must be yes or no");
 	} else if (!strcasecmp(key, "inflight")) {
 		if (set_size(ps, key, value, &v) && v > (1ULL << 30))
 			error_at(ps, ps->lineno, "inflight must be at most 1G (0: synchronous writes)");
@@ -730,6 +737,7 @@ struct dcfs_config *config_defaults(void)
 	cfg->readahead = 1ULL << 20;
 	cfg->writeback_limit = 16ULL << 20;
 	cfg->inflight = 8ULL << 20;
+	cfg->prefetch = true;
 	cfg->inflight_mount = 64ULL << 20;
 	cfg->log_level = -1;
 	cfg->loaded = time(NULL);

@@ -103,6 +103,7 @@ static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 	f->policy = d->policy;
 	f->window = cfg->window;
 	f->ra_cap = cfg->readahead;
+	f->ra_prefetch = cfg->prefetch;
 	if (d->policy == POLICY_CACHE) {
 		f->io = &io_plain;
 		fi->keep_cache = 1;

@@ -34,6 +34,8 @@ static const char *const kind_names[ST__COUNT] = {
 	[ST_INFLIGHT] = "bytes_in_flight",
 	[ST_QUEUE_WAITS] = "queue_waits",
 	[ST_BACKGROUND_WRITES] = "background_writes",
+	[ST_PREFETCHES] = "prefetches",
+	[ST_PREFETCH_WAITS] = "prefetch_waits",
 };
 
 void stats_add(int policy, enum stat_kind k, uint64_t n)

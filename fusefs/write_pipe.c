@@ -368,6 +368,12 @@ static size_t backing_write(struct dcfs_file *f, struct iovec *iov, int cnt,
 	n = backing_write_locked(f, iov, cnt, off, err);
 	if (f->wp)
 		pthread_mutex_unlock(&f->wp->io_lock);
+	/*
+	 * Acknowledged writes bumped the generation already; landing bumps it
+	 * again, so a read-ahead window read before this is never served
+	 * after it (readahead.c).
+	 */
+	atomic_fetch_add(&f->inode->data_gen, 1);
 	return n;
 }
 

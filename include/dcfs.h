@@ -94,6 +94,9 @@ struct dcfs_file {
 	off_t ra_off;
 	size_t ra_len;
 	uint64_t ra_gen;
+	off_t ra_last_end;	    /* where the last read ended */
+	bool ra_prefetch;	    /* double buffering allowed */
+	struct ra_next *ra_next; /* the second buffer (readahead.c) */
 
 	/* fallback write-behind and residency protection */
 	off_t wb_lo, wb_hi;	  /* written, writeback not started */

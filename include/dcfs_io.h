@@ -54,6 +54,13 @@ int wpipe_flush(struct dcfs_file *f);
 void wpipe_synced(struct dcfs_file *f);
 void wpipe_close(struct dcfs_file *f);
 
+/* readahead.c, io_stream.c */
+bool ra_account(size_t n);
+void ra_unaccount(size_t n);
+void ra_prefetch(struct dcfs_file *f, off_t off, uint64_t gen);
+bool ra_take(struct dcfs_file *f, off_t off, uint64_t gen);
+void ra_stop(struct dcfs_file *f);
+
 /* conn_limits.c */
 struct fuse_init_out;
 void conn_limits_prepare(void);
@@ -92,6 +99,8 @@ enum stat_kind {
 	ST_INFLIGHT,	     /* bytes queued for background writes (gauge) */
 	ST_QUEUE_WAITS,	     /* requests that waited for room in the queue */
 	ST_BACKGROUND_WRITES, /* backing writes made by a handle's worker */
+	ST_PREFETCHES,	     /* read-ahead windows read in the background */
+	ST_PREFETCH_WAITS,   /* requests that waited for one */
 	ST__COUNT
 };
 void stats_add(int policy, enum stat_kind k, uint64_t n);
