@@ -1346,6 +1346,55 @@ START_TEST(stream_eio)
 }
 END_TEST
 
+/* ---- kill -9 mid-stream: what fsync returned success for is on disk ---------------- */
+START_TEST(stream_kill9)
+{
+	st_begin();
+	char tag[64];
+	snprintf(tag, sizeof tag, "kill9-%s", sk_names[g_sk]);
+	struct own_mount m;
+	ck_assert_msg(own_mount_start(&m, g_sm_root, tag, STREAM_CONF) == 0, "mount: %s", m.err);
+	size_t len = 24 << 20, synced = 0, off = 0;
+	unsigned char *src = malloc(len);
+	fill_pattern(src, len, 4400);
+	int fd = open(fmt_join(m.mnt, "k.mkv"), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	ck_assert_int_ge(fd, 0);
+	uint32_t rng = 4401;
+	/* odd sizes and 1 MiB ones: buffered, pipelined and in flight */
+	for (int round = 0; round < 3; round++) {
+		size_t until = off + (6 << 20);
+		while (off < until) {
+			size_t n = xs32(&rng) % 2 ? 1 << 20 : 1 + xs32(&rng) % 70000;
+			if (n > until - off)
+				n = until - off;
+			ck_assert_int_eq(write(fd, src + off, n), (ssize_t)n);
+			off += n;
+		}
+		if (round < 2) {
+			ck_assert_int_eq(fsync(fd), 0);
+			synced = off;
+		}
+	}
+	/* the daemon dies with the last 6 MiB acknowledged, not synced */
+	pid_t pid = find_daemon_for(m.mnt);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	close(fd);
+	own_mount_kill(&m);
+	size_t got_len = 0;
+	unsigned char *got = slurp(fmt_join(m.exp, "k.mkv"), &got_len);
+	ck_assert_ptr_nonnull(got);
+	printf("stream-%s kill -9: %zu bytes fsynced, %zu written, %zu on disk\n", sk_names[g_sk],
+	       synced, off, got_len);
+	fflush(stdout);
+	ck_assert_msg(got_len >= synced, "%zu bytes on disk, %zu fsynced", got_len, synced);
+	ck_assert_msg(memcmp(got, src, synced) == 0, "fsynced data differs after kill -9");
+	free(got);
+	free(src);
+	unlink(fmt_join(m.exp, "k.mkv"));
+}
+END_TEST
+
 START_TEST(stream_zz_unmount)
 {
 	ck_assert_msg(!g_sm.err[0], "setup failed: %s", g_sm.err);
@@ -1381,6 +1430,8 @@ Suite *stream_suite(void)
 			tcase_add_test(tc, stream_eio);
 		}
 		tcase_add_test(tc, stream_unaligned_1m);
+		if (k != SK_BTRFS)
+			tcase_add_test(tc, stream_kill9);
 		tcase_add_test(tc, stream_zz_unmount);
 		suite_add_tcase(s, tc);
 	}
