@@ -524,6 +524,29 @@ static void global_key(struct parse_state *ps, const char *key,
 			error_at(ps, ps->lineno, "readahead must be at most 16M (0 turns it off)");
 		else
 			cfg->readahead = v;
+	} else if (!strcasecmp(key, "writeback_limit")) {
+		if (set_size(ps, key, value, &v) && v && (v < (1ULL << 20) || v > (1ULL << 30)))
+			error_at(ps, ps->lineno,
+				 "writeback_limit must be between 1M and 1G (0 turns it off)");
+		else
+			cfg->writeback_limit = v;
+	} else if (!strcasecmp(key, "prefetch")) {
+		if (!strcasecmp(value, "yes") || !strcmp(value, "1") || !strcasecmp(value, "on"))
+			cfg->prefetch = true;
+		else if (!strcasecmp(value, "no") || !strcmp(value, "0") || !strcasecmp(value, "off"))
+			cfg->prefetch = false;
+		else
+			error_at(ps, ps->lineno, "prefetch must be yes or no");
+	} else if (!strcasecmp(key, "inflight")) {
+		if (set_size(ps, key, value, &v) && v > (1ULL << 30))
+			error_at(ps, ps->lineno, "inflight must be at most 1G (0: synchronous writes)");
+		else
+			cfg->inflight = v;
+	} else if (!strcasecmp(key, "inflight_mount")) {
+		if (set_size(ps, key, value, &v) && (v < (1ULL << 20) || v > (16ULL << 30)))
+			error_at(ps, ps->lineno, "inflight_mount must be between 1M and 16G");
+		else
+			cfg->inflight_mount = v;
 	} else if (!strcasecmp(key, "log_level")) {
 		cfg->log_level = parse_log_level(value);
 		if (cfg->log_level < 0)
@@ -712,6 +735,10 @@ struct dcfs_config *config_defaults(void)
 	cfg->auto_threshold = 64ULL << 20;
 	cfg->window = 8ULL << 20;
 	cfg->readahead = 1ULL << 20;
+	cfg->writeback_limit = 16ULL << 20;
+	cfg->inflight = 8ULL << 20;
+	cfg->prefetch = true;
+	cfg->inflight_mount = 64ULL << 20;
 	cfg->log_level = -1;
 	cfg->loaded = time(NULL);
 	return cfg;

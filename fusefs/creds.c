@@ -150,3 +150,54 @@ int creds_backing_begin(fuse_req_t req)
 	return cap_set_effective(true, CAP_SYS_RESOURCE) ? IO_RAISED
 							 : IO_AS_DAEMON;
 }
+
+/*
+ * A write the daemon makes later for a caller (a coalesced write flushed by
+ * another request, or at release) must be made with the identity that
+ * caller had at write(): the identity is captured with the data and put in
+ * force around the backing write.  The thread may itself be acting for
+ * someone (a setattr under creds_enter()), so whatever it had is saved and
+ * restored exactly, rather than reset to root.
+ */
+void creds_io_capture(struct creds_id *id)
+{
+	/* An invalid id changes nothing and returns the current one. */
+	id->uid = (uid_t)syscall(SYS_setfsuid, -1);
+	id->gid = (gid_t)syscall(SYS_setfsgid, -1);
+}
+
+static bool cap_effective(unsigned int cap)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2];
+
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return false;
+	return data[cap / 32].effective & (1U << (cap % 32));
+}
+
+void creds_io_switch(const struct creds_id *id, struct creds_saved *s)
+{
+	s->active = dcfs.privileged;
+	if (!s->active)
+		return;
+	creds_io_capture(&s->prev);
+	s->resource = cap_effective(CAP_SYS_RESOURCE);
+	/* fsuid 0 first: switching back to root restores the fs capabilities. */
+	syscall(SYS_setfsuid, 0);
+	syscall(SYS_setfsgid, id->gid);
+	syscall(SYS_setfsuid, id->uid);
+	if (s->resource != (id->uid == 0))
+		cap_set_effective(id->uid == 0, CAP_SYS_RESOURCE);
+}
+
+void creds_io_restore(const struct creds_saved *s)
+{
+	if (!s->active)
+		return;
+	if (cap_effective(CAP_SYS_RESOURCE) != s->resource)
+		cap_set_effective(s->resource, CAP_SYS_RESOURCE);
+	syscall(SYS_setfsuid, 0);
+	syscall(SYS_setfsgid, s->prev.gid);
+	syscall(SYS_setfsuid, s->prev.uid);
+}

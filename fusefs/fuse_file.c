@@ -4,6 +4,9 @@
  * I/O strategy chosen once, here, at open/create; read and write only call
  * through the handle.
  *
+ * Data a streaming handle has acknowledged but not yet written (write_pipe.c)
+ * is written before any operation here that could observe it.
+ *
  * Locks are deliberately not implemented: without getlk/setlk/flock the
  * kernel keeps flock and POSIX locks itself, with exact semantics between
  * all processes using the mount (blocking waits, F_GETLK owners, release on
@@ -179,6 +182,8 @@ static void dcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EBUSY);
 		return;
 	}
+	if (fi->flags & O_TRUNC)
+		wpipe_sync_inode(inode);
 	fd = open_inode(inode, backing_flags(fi->flags) & ~O_NOFOLLOW);
 	fdcache_report(fd < 0 ? -fd : 0, "open");
 	if (fd < 0) {
@@ -245,6 +250,9 @@ static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -dirfd);
 		return;
 	}
+	/* The name may be a file with buffered writes: O_TRUNC comes after. */
+	if (fi->flags & O_TRUNC)
+		wpipe_sync_all();
 	fd = create_or_open(dirfd, name, fi->flags, mode, &created);
 	fdcache_report(fd < 0 ? -fd : 0, "create");
 	if (fd < 0) {
@@ -281,6 +289,7 @@ static void dcfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct dcfs_file *f = file_get(fi);
 
 	(void)ino;
+	wpipe_sync_inode(f->inode);
 	/* Before the reply: the next request of the stream may follow at once. */
 	io_account(f, off, size);
 	f->io->read(req, f, size, off);
@@ -293,9 +302,11 @@ static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 {
 	struct dcfs_file *f = file_get(fi);
 	int how = creds_io_begin(req);
-	ssize_t n = f->io->write(f, in, off);
+	ssize_t n;
 
 	(void)ino;
+	wpipe_sync_others(f);
+	n = f->io->write(f, in, off);
 	creds_io_end(how);
 	data_changed(f->inode);
 	if (n < 0) {
@@ -314,10 +325,13 @@ static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 static void dcfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct dcfs_file *f = file_get(fi);
+	int werr = wpipe_flush(f);
 	int fd = dup(f->fd);
 	int err = fd < 0 ? -errno : (int)dcfs_err(close(fd));
 
 	(void)ino;
+	if (werr)
+		err = werr;
 	file_put(f);
 	fuse_reply_err(req, -err);
 }
@@ -334,9 +348,14 @@ static void dcfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		       struct fuse_file_info *fi)
 {
 	struct dcfs_file *f = file_get(fi);
+	int werr = wpipe_flush(f);
 	int err = (int)dcfs_err(datasync ? fdatasync(f->fd) : fsync(f->fd));
 
 	(void)ino;
+	if (!err)
+		wpipe_synced(f);
+	if (werr)
+		err = werr;
 	file_put(f);
 	fuse_reply_err(req, -err);
 }
@@ -345,8 +364,11 @@ static void dcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 			   off_t off, off_t len, struct fuse_file_info *fi)
 {
 	struct dcfs_file *f = file_get(fi);
-	int how = creds_io_begin(req);
-	int err = (int)dcfs_err(fallocate(f->fd, mode, off, len));
+	int how, err;
+
+	wpipe_sync_inode(f->inode);
+	how = creds_io_begin(req);
+	err = (int)dcfs_err(fallocate(f->fd, mode, off, len));
 
 	(void)ino;
 	creds_io_end(how);
@@ -358,8 +380,10 @@ static void dcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 static void dcfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		       struct fuse_file_info *fi)
 {
-	off_t res = lseek(dcfs_file_of(fi)->fd, off, whence);
+	off_t res;
 
+	wpipe_sync_inode(dcfs_file_of(fi)->inode);
+	res = lseek(dcfs_file_of(fi)->fd, off, whence);
 	(void)ino;
 	if (res < 0)
 		fuse_reply_err(req, errno);
@@ -382,6 +406,8 @@ static void dcfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 	(void)ino_out;
 	fin = file_get(fi_in);
 	fout = file_get(fi_out);
+	wpipe_sync_inode(fin->inode);
+	wpipe_sync_inode(fout->inode);
 	data_changed(fout->inode);
 	how = creds_io_begin(req);
 	n = copy_file_range(fin->fd, &in, fout->fd, &out, len,

@@ -15,7 +15,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "dcfs.h"
+#include "dcfs_io.h"
 
 static void reply_entry_or_err(fuse_req_t req, int err,
 			       const struct fuse_entry_param *e)
@@ -36,6 +36,9 @@ static void dcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		err = inode_lookup_ghost(parent, &e);
 	if (err == -ENOENT)
 		err = inode_lookup(dcfs_inode_of(parent), name, &e);
+	/* Buffered writes (write_pipe.c) change the size the entry reports. */
+	if (!err && wpipe_sync_inode(dcfs_inode_of(e.ino)))
+		inode_stat(dcfs_inode_of(e.ino), &e.attr);
 	/* cache=always: the kernel may remember that the name is missing. */
 	if (err == -ENOENT && dcfs.opt.negative_timeout > 0) {
 		memset(&e, 0, sizeof(e));
@@ -66,6 +69,7 @@ static void dcfs_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct stat st;
 	int err;
 
+	wpipe_sync_inode(dcfs_inode_of(ino));
 	if (fi)
 		err = (int)dcfs_err(fstat(dcfs_file_of(fi)->fd, &st));
 	else
@@ -165,7 +169,11 @@ static void dcfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 {
 	struct dcfs_inode *inode = dcfs_inode_of(ino);
 	int fd = fi ? dcfs_file_of(fi)->fd : -1;
-	int err = setattr_apply(inode, fd, attr, valid);
+	int err;
+
+	/* Buffered writes come first: a size or mtime set must stay. */
+	wpipe_sync_inode(inode);
+	err = setattr_apply(inode, fd, attr, valid);
 
 	if (err) {
 		fuse_reply_err(req, -err);

@@ -103,6 +103,7 @@ static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 	f->policy = d->policy;
 	f->window = cfg->window;
 	f->ra_cap = cfg->readahead;
+	f->ra_prefetch = cfg->prefetch;
 	if (d->policy == POLICY_CACHE) {
 		f->io = &io_plain;
 		fi->keep_cache = 1;
@@ -122,6 +123,18 @@ static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 		set_uncached_flags(f, d->policy);
 		fi->direct_io = 1;
 	}
+}
+
+/* Streaming handles take part in write coalescing and deferred errors. */
+static int attach_stream(struct dcfs_file *f, const struct dcfs_config *cfg)
+{
+	struct wpipe_limits lim = {
+		.writeback = cfg->writeback_limit,
+		.inflight = cfg->inflight,
+		.inflight_mount = cfg->inflight_mount,
+	};
+
+	return f->io == &io_stream ? wpipe_open(f, &lim) : 0;
 }
 
 int policy_for_inode(fuse_req_t req, struct dcfs_inode *inode, int64_t size,
@@ -160,7 +173,10 @@ int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi)
 		return err;
 	}
 	apply_decision(f, &d, cfg, fi);
+	err = attach_stream(f, cfg);
 	config_put(cfg);
+	if (err)
+		return err;
 	stats_add(f->policy, ST_OPENED, 1);
 	if (dcfs_log_enabled(FUSE_LOG_DEBUG)) {
 		char why[256];

@@ -8,7 +8,9 @@
  * daemon's own buffers.  Small reads are served from a per-handle
  * read-ahead buffer filled with large uncached reads, so a 4 KiB reader
  * does not cost one backing syscall (and, with drop-behind, one disk read)
- * per request.  The buffer is dropped whenever the file's data changes
+ * per request; a sequential reader gets the next window prefetched
+ * meanwhile (readahead.c).  Writes are coalesced the same way
+ * (write_pipe.c).  The buffer is dropped whenever the file's data changes
  * through the mount (inode data_gen).
  */
 #include <fcntl.h>
@@ -47,6 +49,19 @@ static ssize_t read_uncached(struct dcfs_file *f, void *buf, size_t len,
 	if (n > 0)
 		stats_io(f, ST_READ_FALLBACK, (uint64_t)n);
 	return n;
+}
+
+bool ra_account(size_t n)
+{
+	if (atomic_fetch_add(&ra_total, n) + n <= RA_GLOBAL_CAP)
+		return true;
+	atomic_fetch_sub(&ra_total, n);
+	return false;
+}
+
+void ra_unaccount(size_t n)
+{
+	atomic_fetch_sub(&ra_total, n);
 }
 
 static bool ra_reserve(struct dcfs_file *f)
@@ -108,6 +123,7 @@ static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 {
 	uint64_t gen;
 	ssize_t n;
+	bool seq, tiles;
 
 	if (!f->read_uncached) {
 		stats_io(f, ST_READ_CACHED, size);
@@ -116,48 +132,45 @@ static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 	}
 	pthread_mutex_lock(&f->lock);
 	gen = atomic_load(&f->inode->data_gen);
+	/*
+	 * Prefetch (readahead.c) only for sequential requests that tile the
+	 * window (4K, 64K, 1M...): others would cross into the next window
+	 * somewhere the prefetch could not start from.
+	 */
+	seq = off == f->ra_last_end;
+	tiles = f->ra_prefetch && size && f->ra_cap % size == 0;
+	f->ra_last_end = off + (off_t)size;
 	/* Writes of passthrough handles change the data behind our back. */
 	if (passthrough_bypassed(f->inode)) {
 		f->ra_len = 0;
 		read_direct(req, f, size, off);
+		goto out;
 	} else if (ra_covers(f, size, off, gen)) {
 		reply_from_ra(req, f, size, off);
-	} else if (size < f->ra_cap && ra_reserve(f)) {
-		n = read_uncached(f, f->ra_buf, f->ra_cap, off);
-		if (n < 0) {
-			f->ra_len = 0;
-			fuse_reply_err(req, (int)-n);
-		} else {
+	} else if ((size < f->ra_cap || (tiles && size == f->ra_cap)) &&
+		   ra_reserve(f)) {
+		if (!(seq && tiles && ra_take(f, off, gen) &&
+		      ra_covers(f, size, off, gen))) {
+			n = read_uncached(f, f->ra_buf, f->ra_cap, off);
+			if (n < 0) {
+				f->ra_len = 0;
+				fuse_reply_err(req, (int)-n);
+				goto out;
+			}
 			f->ra_off = off;
 			f->ra_len = (size_t)n;
 			f->ra_gen = gen;
-			reply_from_ra(req, f, size, off);
 		}
+		reply_from_ra(req, f, size, off);
 	} else {
 		read_direct(req, f, size, off);
+		goto out;
 	}
+	/* A full window and a sequential reader: fetch the next one meanwhile. */
+	if (seq && tiles && f->ra_len == f->ra_cap && f->ra_gen == gen)
+		ra_prefetch(f, f->ra_off + (off_t)f->ra_len, gen);
+out:
 	pthread_mutex_unlock(&f->lock);
-}
-
-static ssize_t write_uncached(struct dcfs_file *f, const void *buf, size_t len,
-			      off_t off)
-{
-	ssize_t n = uncached_pwrite(f->probe, f->fd, buf, len, off);
-
-	if (n != -EOPNOTSUPP) {
-		if (n > 0) {
-			stats_io(f, ST_WRITE_DONTCACHE, (uint64_t)n);
-			if (f->dc_hi == f->dc_lo || off < f->dc_lo)
-				f->dc_lo = off;
-			if (off + n > f->dc_hi)
-				f->dc_hi = off + n;
-		}
-		return n;
-	}
-	n = fallback_write(f, buf, len, off);
-	if (n > 0)
-		stats_io(f, ST_WRITE_FALLBACK, (uint64_t)n);
-	return n;
 }
 
 static ssize_t stream_write(struct dcfs_file *f, struct fuse_bufvec *in,
@@ -189,8 +202,9 @@ static ssize_t stream_write(struct dcfs_file *f, struct fuse_bufvec *in,
 		len = (size_t)n;
 		data = mem.buf[0].mem;
 	}
+	stats_add(f->policy, ST_WRITE_REQUESTS, 1);
 	pthread_mutex_lock(&f->lock);
-	n = write_uncached(f, data, len, off);
+	n = wpipe_write(f, data, len, off);
 	pthread_mutex_unlock(&f->lock);
 	free(mem.buf[0].mem);
 	return n;
@@ -198,6 +212,9 @@ static ssize_t stream_write(struct dcfs_file *f, struct fuse_bufvec *in,
 
 static void stream_release(struct dcfs_file *f)
 {
+	/* First what is still buffered, then what it leaves in the cache. */
+	ra_stop(f);
+	wpipe_close(f);
 	fallback_finish(f);
 	/*
 	 * A switched handle leaves nothing of its stream behind: not in the

@@ -167,6 +167,7 @@ static int run(struct fuse_args *args)
 	dcfs.se = se;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_destroy;
+	conn_limits_prepare();
 	if (fuse_session_mount(se, dcfs.opt.mountpoint) != 0)
 		goto out_signals;
 	if (passthrough_install(se, dcfs.opt.nopassthrough) < 0)

@@ -152,6 +152,7 @@ struct pt_node {
 	unsigned int n_backed; /* handles replied with FOPEN_PASSTHROUGH */
 	unsigned int n_fwd;    /* forwarded handles: state FWD */
 	unsigned int n_bypass; /* writable backed handles */
+	unsigned int n_kernel; /* handles whose reads and writes the kernel does */
 	struct pt_ident ident;
 };
 
@@ -450,9 +451,16 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 		armed.fh = (uintptr_t)f;
 		armed.backing_id = n->backing_id;
 	}
+	if (kind == PT_KERNEL)
+		n->n_kernel++;
 	pthread_mutex_unlock(&pt.lock);
 	f->pt = kind;
 	if (kind == PT_KERNEL) {
+		/*
+		 * The kernel reads the backing file itself from now on: what
+		 * streaming handles hold back (write_pipe.c) must be there.
+		 */
+		wpipe_sync_inode(f->inode);
 		fi->direct_io = 0;
 		fi->keep_cache = 0; /* the kernel rejects it with passthrough */
 		atomic_fetch_add(&pt.opens_kernel, 1);
@@ -478,6 +486,8 @@ void passthrough_release(struct dcfs_file *f)
 	if (n && f->pt == PT_FWD) {
 		n->n_fwd--;
 	} else if (n) {
+		if (f->pt == PT_KERNEL)
+			n->n_kernel--;
 		if (writable(f)) {
 			n->n_bypass--;
 			atomic_fetch_sub(&pt.bypass_total, 1);
@@ -494,6 +504,21 @@ void passthrough_release(struct dcfs_file *f)
 		backing_close(id);
 	pthread_mutex_unlock(&pt.lock);
 	f->pt = PT_NONE;
+}
+
+/* Does the kernel do the I/O of some handle of inode (no daemon ordering)? */
+bool passthrough_kernel_io(const struct dcfs_inode *inode)
+{
+	struct pt_node *n;
+	bool ret;
+
+	if (!atomic_load(&pt.ids_open))
+		return false;
+	pthread_mutex_lock(&pt.lock);
+	n = node_find(inode);
+	ret = n && n->n_kernel;
+	pthread_mutex_unlock(&pt.lock);
+	return ret;
 }
 
 bool passthrough_bypassed(const struct dcfs_inode *inode)
@@ -590,8 +615,12 @@ static ssize_t write_init(int fd, struct iovec *iov, int count)
 		snprintf(pt.off_reason, sizeof(pt.off_reason),
 			 "the kernel offers no extended INIT");
 		log_info("passthrough: off (%s)\n", pt.off_reason);
-		return writev(fd, iov, count);
+		if (len != sizeof(buf))
+			return writev(fd, iov, count);
+		conn_limits_init_reply(out);
+		return write(fd, buf, len);
 	}
+	conn_limits_init_reply(out);
 	out->flags |= FUSE_INIT_EXT;
 	/*
 	 * Without FUSE_HANDLE_KILLPRIV_V2 the kernel asks the daemon for

@@ -105,11 +105,18 @@ ssize_t uncached_pwrite(struct probe *p, int fd, const void *buf, size_t len,
 			off_t off)
 {
 	struct iovec iov = { (void *)buf, len };
+
+	return uncached_pwritev(p, fd, &iov, 1, off);
+}
+
+ssize_t uncached_pwritev(struct probe *p, int fd, const struct iovec *iov,
+			 int cnt, off_t off)
+{
 	ssize_t n;
 
 	if (p->wr == PROBE_NO)
 		return -EOPNOTSUPP;
-	n = pwritev2(fd, &iov, 1, off, DCFS_RWF_DONTCACHE);
+	n = pwritev2(fd, iov, cnt, off, DCFS_RWF_DONTCACHE);
 	if (n < 0 && errno == EOPNOTSUPP) {
 		record(p, &p->wr, PROBE_NO, "writes");
 		return -EOPNOTSUPP;

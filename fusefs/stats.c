@@ -29,6 +29,17 @@ static const char *const kind_names[ST__COUNT] = {
 	[ST_WRITE_CACHED] = "written_cached",
 	[ST_SWITCHED] = "switched",
 	[ST_PASSTHROUGH] = "opened_passthrough",
+	[ST_WRITE_REQUESTS] = "write_requests",
+	[ST_COALESCED] = "writes_coalesced",
+	[ST_BACKING_WRITES] = "backing_writes",
+	[ST_BUFFERED] = "bytes_buffered",
+	[ST_WRITEBACK_WAITS] = "writeback_waits",
+	[ST_DEFERRED_ERRORS] = "deferred_errors",
+	[ST_INFLIGHT] = "bytes_in_flight",
+	[ST_QUEUE_WAITS] = "queue_waits",
+	[ST_BACKGROUND_WRITES] = "background_writes",
+	[ST_PREFETCHES] = "prefetches",
+	[ST_PREFETCH_WAITS] = "prefetch_waits",
 };
 
 void stats_add(int policy, enum stat_kind k, uint64_t n)
@@ -167,6 +178,23 @@ char *stats_table(void)
 			(unsigned long long)counters[p][ST_WRITE_CACHED],
 			(unsigned long long)counters[p][ST_SWITCHED],
 			(unsigned long long)counters[p][ST_PASSTHROUGH]);
+	/* The write engine (write_pipe.c); the cache class never uses it. */
+	fprintf(out, "\n%-16s %10s %10s %10s %10s %12s %12s %8s %8s %8s\n",
+		"uncached writes", "requests", "coalesced", "backing", "background",
+		"buffered", "in_flight", "q_waits", "wb_waits", "errors");
+	for (int p = POLICY_CACHE + 1; p < NPOLICIES; p++)
+		fprintf(out,
+			"%-16s %10llu %10llu %10llu %10llu %12llu %12llu %8llu %8llu %8llu\n",
+			policy_name(p),
+			(unsigned long long)counters[p][ST_WRITE_REQUESTS],
+			(unsigned long long)counters[p][ST_COALESCED],
+			(unsigned long long)counters[p][ST_BACKING_WRITES],
+			(unsigned long long)counters[p][ST_BACKGROUND_WRITES],
+			(unsigned long long)counters[p][ST_BUFFERED],
+			(unsigned long long)counters[p][ST_INFLIGHT],
+			(unsigned long long)counters[p][ST_QUEUE_WAITS],
+			(unsigned long long)counters[p][ST_WRITEBACK_WAITS],
+			(unsigned long long)counters[p][ST_DEFERRED_ERRORS]);
 	fprintf(out, "\nbacking filesystems (RWF_DONTCACHE probe):\n");
 	for (size_t i = 0; i < n; i++)
 		fprintf(out, "  dev %u:%u %-8s read %-8s write %s\n",

@@ -95,6 +95,7 @@ struct dcfs_file {
 	struct probe *probe;
 	struct file_stats *stats; /* stats.c: who opened it, why, bytes moved */
 	int pt; /* passthrough.c: who does this handle's I/O */
+	struct wpipe *wp; /* write coalescing and deferred errors (write_pipe.c) */
 
 	/* read-ahead buffer (uncached reads) */
 	char *ra_buf;
@@ -102,6 +103,9 @@ struct dcfs_file {
 	off_t ra_off;
 	size_t ra_len;
 	uint64_t ra_gen;
+	off_t ra_last_end;	    /* where the last read ended */
+	bool ra_prefetch;	    /* double buffering allowed */
+	struct ra_next *ra_next; /* the second buffer (readahead.c) */
 
 	/* fallback write-behind and residency protection */
 	off_t wb_lo, wb_hi;	  /* written, writeback not started */
@@ -272,9 +276,21 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 		      struct fuse_file_info *fi);
 void passthrough_release(struct dcfs_file *f);
 bool passthrough_bypassed(const struct dcfs_inode *inode);
+bool passthrough_kernel_io(const struct dcfs_inode *inode);
 void passthrough_describe(const struct dcfs_inode *inode, char *buf,
 			  size_t size);
 void passthrough_summary(char *buf, size_t size);
+struct creds_id {
+	uid_t uid;
+	gid_t gid;
+};
+struct creds_saved {
+	bool active, resource;
+	struct creds_id prev;
+};
+void creds_io_capture(struct creds_id *id);
+void creds_io_switch(const struct creds_id *id, struct creds_saved *s);
+void creds_io_restore(const struct creds_saved *s);
 
 /* io_plain.c, io_stream.c, io_select.c */
 extern const struct dcfs_io io_plain;

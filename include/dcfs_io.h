@@ -28,6 +28,8 @@ ssize_t uncached_pread(struct probe *p, int fd, void *buf, size_t len,
 		       off_t off);
 ssize_t uncached_pwrite(struct probe *p, int fd, const void *buf, size_t len,
 			off_t off);
+ssize_t uncached_pwritev(struct probe *p, int fd, const struct iovec *iov,
+			 int cnt, off_t off);
 size_t probe_snapshot(struct probe *out, size_t max);
 const char *probe_state_name(int s);
 
@@ -37,6 +39,34 @@ ssize_t fallback_write(struct dcfs_file *f, const void *buf, size_t len,
 		       off_t off);
 void fallback_finish(struct dcfs_file *f);
 void drop_written(struct dcfs_file *f, off_t lo, off_t hi);
+
+/* write_pipe.c */
+struct wpipe_limits {
+	uint64_t writeback;	 /* writeback_limit */
+	uint64_t inflight;	 /* per handle; 0: synchronous writes */
+	uint64_t inflight_mount; /* all handles */
+};
+int wpipe_open(struct dcfs_file *f, const struct wpipe_limits *lim);
+ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
+		    off_t off);
+bool wpipe_sync_inode(struct dcfs_inode *inode);
+void wpipe_sync_others(struct dcfs_file *f);
+void wpipe_sync_all(void);
+int wpipe_flush(struct dcfs_file *f);
+void wpipe_synced(struct dcfs_file *f);
+void wpipe_close(struct dcfs_file *f);
+
+/* readahead.c, io_stream.c */
+bool ra_account(size_t n);
+void ra_unaccount(size_t n);
+void ra_prefetch(struct dcfs_file *f, off_t off, uint64_t gen);
+bool ra_take(struct dcfs_file *f, off_t off, uint64_t gen);
+void ra_stop(struct dcfs_file *f);
+
+/* conn_limits.c */
+struct fuse_init_out;
+void conn_limits_prepare(void);
+void conn_limits_init_reply(struct fuse_init_out *out);
 
 /* notify.c */
 int notify_start(struct fuse_session *se);
@@ -62,6 +92,17 @@ enum stat_kind {
 	ST_WRITE_CACHED,
 	ST_SWITCHED,
 	ST_PASSTHROUGH, /* opens whose I/O the kernel does (passthrough.c) */
+	ST_WRITE_REQUESTS,   /* FUSE write requests of uncached handles */
+	ST_COALESCED,	     /* writes acknowledged from the buffer */
+	ST_BACKING_WRITES,   /* backing write syscalls */
+	ST_BUFFERED,	     /* bytes acknowledged, not yet written (gauge) */
+	ST_WRITEBACK_WAITS,  /* waits for writeback behind a stream */
+	ST_DEFERRED_ERRORS,  /* failed writes of acknowledged data */
+	ST_INFLIGHT,	     /* bytes queued for background writes (gauge) */
+	ST_QUEUE_WAITS,	     /* requests that waited for room in the queue */
+	ST_BACKGROUND_WRITES, /* backing writes made by a handle's worker */
+	ST_PREFETCHES,	     /* read-ahead windows read in the background */
+	ST_PREFETCH_WAITS,   /* requests that waited for one */
 	ST__COUNT
 };
 void stats_add(int policy, enum stat_kind k, uint64_t n);

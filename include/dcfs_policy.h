@@ -65,6 +65,10 @@ struct dcfs_config {
 	uint64_t auto_threshold;
 	uint64_t window;    /* fallback write-behind/drop-behind window */
 	uint64_t readahead; /* per-handle read-ahead buffer */
+	uint64_t writeback_limit; /* uncached bytes a stream has in writeback */
+	uint64_t inflight;	  /* background write bytes per handle */
+	uint64_t inflight_mount;  /* ... and per mount */
+	bool prefetch;		  /* double-buffered read-ahead */
 	int log_level;	    /* fuse_log_level; -1 = unchanged */
 	struct cfg_class *classes;
 	size_t n_classes;

@@ -18,7 +18,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +32,7 @@ static const char STREAM_CONF[] =
 	"auto_threshold = 1M\n"
 	"window = 1M\n"
 	"readahead = 256K\n"
+	"writeback_limit = 4M\n"
 	"\n"
 	"[class video]\n"
 	"extensions = mkv\n"
@@ -116,6 +120,7 @@ static void btrfs_release(void)
 
 /* ---- fixtures ------------------------------------------------------------------ */
 static void remount_cleanup(void);
+static void small_release(void);
 
 static void st_setup(enum skind k)
 {
@@ -153,6 +158,7 @@ static void st_teardown(void)
 {
 	own_mount_kill(&g_sm);
 	remount_cleanup();
+	small_release();
 	if (g_sk == SK_BTRFS)
 		btrfs_release();
 }
@@ -767,6 +773,46 @@ static void do_write(struct mfile *f, size_t off, size_t len, long op, unsigned 
 		f->size = off + len;
 }
 
+/* A reader thread with handles of its own: its reads must never fail or
+ * hang while the exerciser's writes are buffered or in flight (what they
+ * return is checked by the exerciser's own reads against the model). */
+struct reader_ctx {
+	char *paths[8];
+	int nf;
+	_Atomic int stop;
+	long reads;
+	char failed[256];
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader_ctx *c = arg;
+	static unsigned char b[256 << 10];
+	uint32_t s = 99;
+	int fds[8];
+	for (int i = 0; i < c->nf; i++)
+		fds[i] = open(c->paths[i], O_RDONLY);
+	while (!atomic_load(&c->stop)) {
+		int i = (int)(xs32(&s) % (uint32_t)c->nf);
+		if (fds[i] < 0)
+			continue;
+		size_t len = 1 + xs32(&s) % sizeof b;
+		off_t off = (off_t)(xs32(&s) % RCAP);
+		if (pread(fds[i], b, len, off) < 0) {
+			snprintf(c->failed, sizeof c->failed, "pread(%zu @ %lld) of %s: %s", len,
+				 (long long)off, c->paths[i], strerror(errno));
+			break;
+		}
+		c->reads++;
+		if (c->reads % 64 == 0)
+			sleep_ms(1); /* a reader, not a load generator */
+	}
+	for (int i = 0; i < c->nf; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	return NULL;
+}
+
 static void random_ops(unsigned seed, long nops)
 {
 	static struct mfile files[] = { { .rel = "x.mkv" },	 { .rel = "x.dat" },
@@ -784,6 +830,12 @@ static void random_ops(unsigned seed, long nops)
 		mf_open(&files[i]);
 	}
 	long counts[12] = { 0 };
+	/* readers on handles of their own, while writes are in flight */
+	struct reader_ctx rc = { .nf = nf };
+	for (int i = 0; i < nf; i++)
+		rc.paths[i] = strdup(SM("%s", files[i].rel));
+	pthread_t rt;
+	ck_assert_int_eq(pthread_create(&rt, NULL, reader_main, &rc), 0);
 	for (long op = 0; op < nops; op++) {
 		struct mfile *f = &files[rnd() % (unsigned)nf];
 		unsigned r = (unsigned)(rnd() % 1000);
@@ -861,6 +913,12 @@ static void random_ops(unsigned seed, long nops)
 			memcpy(f->m + f->size, wbuf, len);
 			f->size += len;
 			counts[7]++;
+		} else if (r < 940) { /* fsync on any handle: in-flight writes land first */
+			int which = (int)(rnd() % 3);
+			int fd = which == 0 ? f->rw : which == 1 ? f->ro : f->ap;
+			ck_assert_msg((rnd() % 2 ? fdatasync(fd) : fsync(fd)) == 0,
+				      "seed %u op %ld %s: fsync: %s", seed, op, f->rel, strerror(errno));
+			counts[11]++;
 		} else if (r < 960) { /* size */
 			struct stat st;
 			ck_assert_int_eq(fstat(rnd() % 2 ? f->ro : f->rw, &st), 0);
@@ -880,6 +938,11 @@ static void random_ops(unsigned seed, long nops)
 			counts[10]++;
 		}
 	}
+	atomic_store(&rc.stop, 1);
+	pthread_join(rt, NULL);
+	for (int i = 0; i < nf; i++)
+		free(rc.paths[i]);
+	ck_assert_msg(!rc.failed[0], "concurrent reader: %s", rc.failed);
 	/* final: every file through a fresh handle and on the backing fs */
 	for (int i = 0; i < nf; i++) {
 		struct mfile *f = &files[i];
@@ -891,9 +954,11 @@ static void random_ops(unsigned seed, long nops)
 	}
 	free(pool);
 	printf("stream-%s random ops seed %u: %ld ops (write %ld read %ld seq %ld trunc %ld falloc %ld "
-	       "keep %ld punch %ld append %ld stat %ld reopen %ld check %ld)\n",
+	       "keep %ld punch %ld append %ld stat %ld reopen %ld check %ld fsync %ld), "
+	       "concurrent reader: %ld reads\n",
 	       sk_names[g_sk], seed, nops, counts[0], counts[1], counts[2], counts[3], counts[4],
-	       counts[5], counts[6], counts[7], counts[8], counts[9], counts[10]);
+	       counts[5], counts[6], counts[7], counts[8], counts[9], counts[10], counts[11],
+	       (long)rc.reads);
 	fflush(stdout);
 }
 
@@ -906,6 +971,429 @@ START_TEST(stream_random_ops)
 	random_ops(0xdc0 + (unsigned)g_sk, nops[g_sk]);
 	long long sw1 = stats_get(g_sm.mnt, "auto", "switched");
 	ck_assert_msg(sw1 > sw0, "the exerciser never switched an auto handle (auto.switched %lld)", sw1);
+}
+END_TEST
+
+
+/* ---- write coalescing: odd-sized appends leave nothing resident ------------------- */
+/* RWF_DONTCACHE writes that end inside a page leave pages resident on ext4
+ * (2046 of 2048 for 4000-byte appends on 6.18); the engine coalesces them
+ * into page-aligned backing writes and drops the pages it has to write
+ * partly itself (write_pipe.c). */
+static const struct {
+	const char *name;
+	size_t a, b, total;
+} appends[] = {
+	{ "1", 1, 1, 64 << 10 },	       { "100", 100, 100, 2 << 20 },
+	{ "4000", 4000, 4000, 16 << 20 },      { "10000", 10000, 10000, 16 << 20 },
+	{ "split", 1048560, 16, 16 << 20 },
+};
+
+START_TEST(stream_append_residency)
+{
+	st_begin();
+	unsigned char *src = big_pattern(4000 + g_sk);
+	char msg[4096] = "";
+	for (size_t i = 0; i < sizeof appends / sizeof appends[0]; i++) {
+		char rel[64];
+		snprintf(rel, sizeof rel, "app-%s.mkv", appends[i].name);
+		long long bw0 = stats_get(g_sm.mnt, "dontcache", "backing_writes");
+		int fd = open(SM("%s", rel), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+		ck_assert_msg(fd >= 0, "create %s: %s", rel, strerror(errno));
+		size_t off = 0;
+		for (int k = 0; off < appends[i].total; k++) {
+			size_t n = k % 2 ? appends[i].b : appends[i].a;
+			if (n > appends[i].total - off)
+				n = appends[i].total - off;
+			ssize_t w = write(fd, src + off, n);
+			ck_assert_msg(w == (ssize_t)n, "%s: write %zu at %zu: %zd (%s)", rel, n, off, w,
+				      strerror(errno));
+			off += n;
+		}
+		/* while open: only the buffered tail is missing, nothing is resident */
+		long long open_left = wait_resident_le(SE("%s", rel), 1, 5);
+		ck_assert_int_eq(close(fd), 0);
+		long long bw = stats_get(g_sm.mnt, "dontcache", "backing_writes") - bw0;
+		long long left = wait_resident_le(SE("%s", rel), 0, 10);
+		printf("stream-%s appends of %s bytes: %zu bytes, %lld backing writes, %lld pages resident before close, %lld after\n",
+		       sk_names[g_sk], appends[i].name, appends[i].total, bw, open_left, left);
+		fflush(stdout);
+		if (left != 0)
+			snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+				 "\n  %s: %lld backing pages resident 10s after close (appends of %s bytes)",
+				 rel, left, appends[i].name);
+		if (appends[i].a >= 4000 && open_left > 1)
+			snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+				 "\n  %s: %lld backing pages resident while open (appends of %s bytes)",
+				 rel, open_left, appends[i].name);
+		/* 1 MiB backing writes (a few more where a request crosses the buffer's end) */
+		if (g_sk != SK_BTRFS && appends[i].a >= 4000 &&
+		    bw > (long long)(appends[i].total >> 20) * 2 + 2)
+			snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+				 "\n  %s: %lld backing writes for %zu bytes in %s-byte appends (not coalesced)",
+				 rel, bw, appends[i].total, appends[i].name);
+		int mfd = open(SM("%s", rel), O_RDONLY);
+		ck_assert_int_ge(mfd, 0);
+		long long fm = resident_pages(mfd);
+		close(mfd);
+		if (fm != 0)
+			snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+				 "\n  %s: %lld pages in the FUSE page cache", rel, fm);
+		read_compare(SE("%s", rel), src, appends[i].total, 1 << 20);
+		unlink(SE("%s", rel));
+	}
+	free(src);
+	ck_assert_msg(!msg[0], "appends:%s", msg);
+}
+END_TEST
+
+/* ---- one request per unaligned 1 MiB write ------------------------------------------ */
+static long long max_pages_limit(void)
+{
+	char *v = read_file_str("/proc/sys/fs/fuse/max_pages_limit");
+	long long n = v ? strtoll(v, NULL, 10) : -1;
+	free(v);
+	return n;
+}
+
+START_TEST(stream_unaligned_1m)
+{
+	st_begin();
+	const size_t mib = 1 << 20, n = 16;
+	unsigned char *mem;
+	ck_assert_int_eq(posix_memalign((void **)&mem, 4096, (n + 1) * mib), 0);
+	unsigned char *src = mem + 16; /* what malloc gives */
+	fill_pattern(src, n * mib + 100, 4100);
+	for (int shifted = 0; shifted < 2; shifted++) {
+		const char *rel = shifted ? "u1.mkv" : "u0.mkv";
+		long long rq0 = stats_get(g_sm.mnt, "dontcache", "write_requests");
+		long long bw0 = stats_get(g_sm.mnt, "dontcache", "backing_writes");
+		int fd = open(SM("%s", rel), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+		ck_assert_int_ge(fd, 0);
+		size_t off = 0;
+		if (shifted) { /* a header, then 1 MiB writes at unaligned file offsets */
+			ck_assert_int_eq(write(fd, src, 100), 100);
+			off = 100;
+		}
+		for (size_t k = 0; k < n; k++, off += mib)
+			ck_assert_int_eq(write(fd, src + off, mib), (ssize_t)mib);
+		ck_assert_int_eq(close(fd), 0);
+		long long rq = stats_get(g_sm.mnt, "dontcache", "write_requests") - rq0;
+		long long bw = stats_get(g_sm.mnt, "dontcache", "backing_writes") - bw0;
+		long long left = wait_resident_le(SE("%s", rel), max_left(), 10);
+		printf("stream-%s %zu unaligned 1 MiB writes%s: %lld requests, %lld backing writes, %lld pages resident (max_pages_limit %lld)\n",
+		       sk_names[g_sk], n, shifted ? " after a 100-byte header" : "", rq, bw, left,
+		       max_pages_limit());
+		fflush(stdout);
+		ck_assert_msg(left <= max_left(), "%s: %lld pages resident after close", rel, left);
+		if (max_pages_limit() > 256)
+			ck_assert_msg(rq == (long long)n + shifted,
+				      "%s: %zu unaligned 1 MiB writes arrived as %lld requests", rel, n, rq);
+		if (g_sk != SK_BTRFS)
+			/* one per request, one for the tail at close */
+			ck_assert_msg(bw <= (long long)n + 1,
+				      "%s: %lld backing writes for %zu 1 MiB writes", rel, bw, n);
+		read_compare(SE("%s", rel), src, off, 1 << 20);
+		unlink(SE("%s", rel));
+	}
+	free(mem);
+}
+END_TEST
+
+/* ---- no lost errors: ENOSPC on a small filesystem --------------------------------- */
+static char g_small_dir[PATH_MAX];
+static int g_small_ready;
+
+static const char *small_root(char *err, size_t errlen)
+{
+	char img[PATH_MAX + 16], out[4096];
+	snprintf(g_small_dir, sizeof g_small_dir, "%s/small-%s", g_tmpdir, sk_names[g_sk]);
+	snprintf(img, sizeof img, "%s/small-%s.img", g_tmpdir, sk_names[g_sk]);
+	int fd = open(img, O_CREAT | O_RDWR | O_TRUNC, 0600);
+	if (fd < 0 || ftruncate(fd, 160 << 20) < 0) {
+		snprintf(err, errlen, "create %s: %s", img, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	close(fd);
+	int rc = g_sk == SK_XFS ? run_cmd(out, sizeof out, "mkfs.xfs -q -f '%s'", img)
+				: run_cmd(out, sizeof out, "mkfs.ext4 -q -F '%s'", img);
+	if (rc != 0) {
+		snprintf(err, errlen, "mkfs failed (%d): %s", rc, out);
+		return NULL;
+	}
+	mkdir(g_small_dir, 0755);
+	track_mount(g_small_dir);
+	rc = run_cmd(out, sizeof out, "mount -o loop '%s' '%s'", img, g_small_dir);
+	if (rc != 0) {
+		snprintf(err, errlen, "mount small image failed (%d): %s", rc, out);
+		return NULL;
+	}
+	g_small_ready = 1;
+	return g_small_dir;
+}
+
+static void small_release(void)
+{
+	char img[PATH_MAX + 16];
+	if (!g_small_ready)
+		return;
+	if (umount2(g_small_dir, 0) < 0)
+		umount2(g_small_dir, MNT_DETACH);
+	g_small_ready = 0;
+	snprintf(img, sizeof img, "%s/small-%s.img", g_tmpdir, sk_names[g_sk]);
+	for (int i = 0; i < 100; i++) {
+		char out[4096] = "";
+		run_cmd(out, sizeof out, "losetup -j '%s'", img);
+		if (!out[0])
+			break;
+		sleep_ms(50);
+	}
+	unlink(img);
+}
+
+/* Fills path's filesystem (as root: the reserve too); returns the hog's fd. */
+static int fill_fs(const char *path)
+{
+	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+	ck_assert_int_ge(fd, 0);
+	struct statvfs sv;
+	ck_assert_int_eq(fstatvfs(fd, &sv), 0);
+	off_t want = (off_t)sv.f_bfree * (off_t)sv.f_frsize, at = 0;
+	/* big steps, then small ones until nothing is left */
+	for (off_t step = want; step >= 4096; step /= 2)
+		while (fallocate(fd, 0, at, step) == 0)
+			at += step;
+	static char blk[4096];
+	while (pwrite(fd, blk, sizeof blk, at) == (ssize_t)sizeof blk)
+		at += sizeof blk;
+	fsync(fd);
+	return fd;
+}
+
+START_TEST(stream_enospc)
+{
+	st_begin();
+	char err[4096], tag[64];
+	const char *root = small_root(err, sizeof err);
+	ck_assert_msg(root, "%s", err);
+	struct own_mount m;
+	snprintf(tag, sizeof tag, "small-%s", sk_names[g_sk]);
+	ck_assert_msg(own_mount_start(&m, root, tag, STREAM_CONF) == 0, "mount: %s", m.err);
+	size_t cap = 200 << 20;
+	unsigned char *src = malloc(cap);
+	fill_pattern(src, cap, 4200);
+
+	/* 1. Filling the filesystem through the mount: ENOSPC at write(). */
+	int fd = open(fmt_join(m.mnt, "fill.mkv"), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	ck_assert_int_ge(fd, 0);
+	size_t believed = 0;
+	int werr = 0;
+	uint32_t rng = 4242;
+	while (believed < cap - (1 << 20)) {
+		size_t n = 1 + xs32(&rng) % (300 << 10);
+		ssize_t w = write(fd, src + believed, n);
+		if (w < 0) {
+			werr = errno;
+			break;
+		}
+		believed += (size_t)w;
+	}
+	int cr = close(fd), cerr = errno;
+	printf("stream-%s ENOSPC: write() failed with %s after %zu bytes; close() %d (%s)\n",
+	       sk_names[g_sk], strerror(werr), believed, cr, cr ? strerror(cerr) : "ok");
+	fflush(stdout);
+	ck_assert_msg(werr == ENOSPC, "filling: write() failed with %s, expected ENOSPC", strerror(werr));
+	ck_assert_msg(cr == 0, "close after ENOSPC at write(): %s (nothing was pending)", strerror(cerr));
+
+	/* 2. Space taken behind the daemon's back while data is buffered:
+	 *    the loss is reported at close, to the other handle at fsync, once. */
+	/* through the mount: dcfs lets go of the inode (FORGET) and the space */
+	ck_assert_int_eq(unlink(fmt_join(m.mnt, "fill.mkv")), 0);
+	for (int i = 0; i < 100; i++) {
+		struct statvfs sv;
+		sync();
+		if (statvfs(m.exp, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize > (100u << 20))
+			break;
+		sleep_ms(100);
+	}
+	long long de0 = stats_get(m.mnt, "dontcache", "deferred_errors");
+	fd = open(fmt_join(m.mnt, "late.mkv"), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	int fd2 = open(fmt_join(m.mnt, "late.mkv"), O_RDONLY);
+	ck_assert(fd >= 0 && fd2 >= 0);
+	ck_assert_int_eq(write(fd, src, 300000), 300000); /* buffered */
+	int hog = fill_fs(fmt_join(m.exp, "hog"));
+	errno = 0;
+	cr = close(fd);
+	cerr = errno;
+	int f1 = fsync(fd2), e1 = errno;
+	int f2 = fsync(fd2);
+	long long de = stats_get(m.mnt, "dontcache", "deferred_errors") - de0;
+	printf("stream-%s deferred ENOSPC: close() %d (%s), fsync of the other handle %d (%s) then %d, deferred_errors +%lld\n",
+	       sk_names[g_sk], cr, cr ? strerror(cerr) : "ok", f1, f1 ? strerror(e1) : "ok", f2, de);
+	fflush(stdout);
+	close(fd2);
+	close(hog);
+	ck_assert_msg(cr == -1 && cerr == ENOSPC, "close() of a handle whose buffered write failed: %d (%s)",
+		      cr, strerror(cerr));
+	ck_assert_msg(f1 == -1 && e1 == ENOSPC, "fsync() of another handle: %d (%s), expected ENOSPC", f1,
+		      strerror(e1));
+	ck_assert_msg(f2 == 0, "the error was reported twice to the same handle");
+	ck_assert_int_eq(de, 1);
+	unlink(fmt_join(m.mnt, "hog"));
+	unlink(fmt_join(m.mnt, "late.mkv"));
+	for (int i = 0; i < 100; i++) {
+		struct statvfs sv;
+		sync();
+		if (statvfs(m.exp, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize > (100u << 20))
+			break;
+		sleep_ms(100);
+	}
+
+	/* 3. What write() acknowledged in step 1 survives a remount. */
+	fd = open(fmt_join(m.mnt, "fill2.mkv"), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	ck_assert_int_ge(fd, 0);
+	believed = 0;
+	while (believed < cap - (1 << 20)) {
+		size_t n = 1 + xs32(&rng) % 70000;
+		ssize_t w = write(fd, src + believed, n);
+		if (w < 0)
+			break;
+		believed += (size_t)w;
+	}
+	ck_assert_int_eq(close(fd), 0);
+	ck_assert_msg(own_mount_stop(&m, err, sizeof err) == 0, "unmount: %s", err);
+	drop_caches();
+	ck_assert_msg(own_mount_start(&m, root, tag, STREAM_CONF) == 0, "remount: %s", m.err);
+	size_t got_len = 0;
+	unsigned char *got = slurp(fmt_join(m.mnt, "fill2.mkv"), &got_len);
+	ck_assert_ptr_nonnull(got);
+	ck_assert_msg(got_len == believed, "after remount: %zu bytes on disk, %zu acknowledged", got_len,
+		      believed);
+	ck_assert_msg(memcmp(got, src, believed) == 0, "after remount: data differs");
+	free(got);
+	unlink(fmt_join(m.exp, "fill2.mkv"));
+	ck_assert_msg(own_mount_stop(&m, err, sizeof err) == 0, "unmount: %s", err);
+	free(src);
+	small_release();
+}
+END_TEST
+
+/* ---- EIO from a failing device ------------------------------------------------------ */
+/* The backing ext4 sits on a loop device over an image that becomes
+ * immutable mid-stream: the loop device's writes fail (ext4 refuses writes
+ * to an immutable file), so writeback of the data fails with EIO, which
+ * the writer must see at fsync, however its writes were buffered or
+ * pipelined. */
+START_TEST(stream_eio)
+{
+	st_begin();
+	char img[PATH_MAX + 16], dir[PATH_MAX], out[4096], err[4096];
+	snprintf(img, sizeof img, "%s/eio.img", g_tmpdir);
+	snprintf(dir, sizeof dir, "%s/eio", g_tmpdir);
+	int fd = open(img, O_CREAT | O_RDWR | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 64 << 20), 0);
+	close(fd);
+	ck_assert_int_eq(run_cmd(out, sizeof out, "mkfs.ext4 -q -F '%s'", img), 0);
+	mkdir(dir, 0755);
+	track_mount(dir);
+	/* -o loop: buffered, auto-cleared at unmount */
+	int rc = run_cmd(out, sizeof out, "mount -o loop '%s' '%s'", img, dir);
+	ck_assert_msg(rc == 0, "mount: %s", out);
+	struct own_mount m;
+	ck_assert_msg(own_mount_start(&m, dir, "eio", STREAM_CONF) == 0, "mount: %s", m.err);
+	unsigned char *src = malloc(8 << 20);
+	fill_pattern(src, 8 << 20, 4300);
+	fd = open(fmt_join(m.mnt, "f.mkv"), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, src, 4 << 20), 4 << 20);
+	ck_assert_int_eq(fsync(fd), 0);
+	rc = run_cmd(out, sizeof out, "chattr +i '%s'", img);
+	ck_assert_msg(rc == 0, "chattr +i: %s", out);
+	int werr = 0, n = 0;
+	for (; n < 4; n++) { /* 1 MiB writes: pipelined, then 1000-byte ones: buffered */
+		if (write(fd, src + (4 << 20) + n * (1 << 20), 1 << 20) < 0) {
+			werr = errno;
+			break;
+		}
+	}
+	for (int k = 0; !werr && k < 100; k++)
+		if (write(fd, src, 1000) < 0)
+			werr = errno;
+	int fr = fsync(fd), ferr = errno;
+	int cr = close(fd), cerr = errno;
+	run_cmd(NULL, 0, "chattr -i '%s'", img);
+	printf("stream-%s failing device: writes %s, fsync %d (%s), close %d (%s)\n", sk_names[g_sk],
+	       werr ? strerror(werr) : "ok", fr, fr ? strerror(ferr) : "ok", cr,
+	       cr ? strerror(cerr) : "ok");
+	fflush(stdout);
+	ck_assert_msg(werr == 0 || werr == EIO || werr == EROFS, "write: %s", strerror(werr));
+	ck_assert_msg(fr == -1 && (ferr == EIO || ferr == EROFS),
+		      "fsync after the device failed: %d (%s), expected EIO", fr, strerror(ferr));
+	(void)cr;
+	ck_assert_msg(own_mount_stop(&m, err, sizeof err) == 0, "unmount: %s", err);
+	if (umount2(dir, 0) < 0)
+		umount2(dir, MNT_DETACH);
+	for (int i = 0; i < 100; i++) {
+		out[0] = 0;
+		run_cmd(out, sizeof out, "losetup -j '%s'", img);
+		if (!out[0])
+			break;
+		sleep_ms(50);
+	}
+	unlink(img);
+	free(src);
+}
+END_TEST
+
+/* ---- kill -9 mid-stream: what fsync returned success for is on disk ---------------- */
+START_TEST(stream_kill9)
+{
+	st_begin();
+	char tag[64];
+	snprintf(tag, sizeof tag, "kill9-%s", sk_names[g_sk]);
+	struct own_mount m;
+	ck_assert_msg(own_mount_start(&m, g_sm_root, tag, STREAM_CONF) == 0, "mount: %s", m.err);
+	size_t len = 24 << 20, synced = 0, off = 0;
+	unsigned char *src = malloc(len);
+	fill_pattern(src, len, 4400);
+	int fd = open(fmt_join(m.mnt, "k.mkv"), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	ck_assert_int_ge(fd, 0);
+	uint32_t rng = 4401;
+	/* odd sizes and 1 MiB ones: buffered, pipelined and in flight */
+	for (int round = 0; round < 3; round++) {
+		size_t until = off + (6 << 20);
+		while (off < until) {
+			size_t n = xs32(&rng) % 2 ? 1 << 20 : 1 + xs32(&rng) % 70000;
+			if (n > until - off)
+				n = until - off;
+			ck_assert_int_eq(write(fd, src + off, n), (ssize_t)n);
+			off += n;
+		}
+		if (round < 2) {
+			ck_assert_int_eq(fsync(fd), 0);
+			synced = off;
+		}
+	}
+	/* the daemon dies with the last 6 MiB acknowledged, not synced */
+	pid_t pid = find_daemon_for(m.mnt);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	close(fd);
+	own_mount_kill(&m);
+	size_t got_len = 0;
+	unsigned char *got = slurp(fmt_join(m.exp, "k.mkv"), &got_len);
+	ck_assert_ptr_nonnull(got);
+	printf("stream-%s kill -9: %zu bytes fsynced, %zu written, %zu on disk\n", sk_names[g_sk],
+	       synced, off, got_len);
+	fflush(stdout);
+	ck_assert_msg(got_len >= synced, "%zu bytes on disk, %zu fsynced", got_len, synced);
+	ck_assert_msg(memcmp(got, src, synced) == 0, "fsynced data differs after kill -9");
+	free(got);
+	free(src);
+	unlink(fmt_join(m.exp, "k.mkv"));
 }
 END_TEST
 
@@ -937,6 +1425,15 @@ Suite *stream_suite(void)
 		tcase_add_test(tc, stream_odirect);
 		tcase_add_test(tc, stream_mmap);
 		tcase_add_test(tc, stream_random_ops);
+		if (k != SK_BTRFS)
+			tcase_add_test(tc, stream_append_residency);
+		if (k == SK_EXT4) { /* mkfs.xfs wants >= 300 MB: one small fs is enough */
+			tcase_add_test(tc, stream_enospc);
+			tcase_add_test(tc, stream_eio);
+		}
+		tcase_add_test(tc, stream_unaligned_1m);
+		if (k != SK_BTRFS)
+			tcase_add_test(tc, stream_kill9);
 		tcase_add_test(tc, stream_zz_unmount);
 		suite_add_tcase(s, tc);
 	}

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * One FUSE request per application write of 1 MiB, wherever its buffer is.
+ *
+ * A 1 MiB buffer that is not page-aligned (what malloc() returns) spans
+ * 257 pages.  The kernel caps a request at max_pages pages, and libfuse
+ * 3.14 derives the max_pages of its INIT reply from max_write
+ * ((max_write - 1) / page + 1 = 256, with no way to ask for more), so such
+ * a write arrives as two requests of 1048560 and 16 bytes: a second round
+ * trip and a partial-page write per MiB.  dcfs asks for one page more than
+ * max_write needs (257): the kernel then sends the whole 1 MiB, whatever
+ * its alignment, in one request of at most max_write bytes, which still
+ * fits libfuse's buffer.
+ *
+ * The kernel clamps max_pages to /proc/sys/fs/fuse/max_pages_limit (256
+ * by default), read when a connection is made: a root daemon raises it to
+ * 257 before mounting if it is lower.  It is a host-wide ceiling that only
+ * matters to daemons asking for more than 256 pages, and it is left raised
+ * (other dcfs mounts may rely on it).  Without the rights, or on kernels
+ * without the sysctl, the split simply stays.
+ *
+ * libfuse 3.14 has no API for this, so the INIT reply is patched on its
+ * way out by passthrough.c's hook on /dev/fuse, which calls
+ * conn_limits_init_reply(); that function is the whole protocol knowledge
+ * of this file.
+ */
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dcfs_io.h"
+
+_Static_assert(offsetof(struct fuse_init_out, max_pages) == 28,
+	       "fuse_init_out.max_pages");
+_Static_assert(offsetof(struct fuse_init_out, flags) == 12,
+	       "fuse_init_out.flags");
+
+#define MAX_PAGES_LIMIT "/proc/sys/fs/fuse/max_pages_limit"
+
+static bool raised; /* logged once the log is set up */
+
+static unsigned int wanted_pages(void)
+{
+	return (1U << 20) / (unsigned int)sysconf(_SC_PAGESIZE) + 1;
+}
+
+void conn_limits_prepare(void)
+{
+	char buf[32];
+	ssize_t n;
+	int fd = open(MAX_PAGES_LIMIT, O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	if (n > 0) {
+		buf[n] = '\0';
+		if (strtoul(buf, NULL, 10) < wanted_pages()) {
+			int len = snprintf(buf, sizeof(buf), "%u\n", wanted_pages());
+
+			raised = pwrite(fd, buf, (size_t)len, 0) == len;
+		}
+	}
+	close(fd);
+}
+
+void conn_limits_init_reply(struct fuse_init_out *out)
+{
+	unsigned int page = (unsigned int)sysconf(_SC_PAGESIZE);
+	unsigned int need = (out->max_write + page - 1) / page + 1;
+
+	if ((out->flags & FUSE_MAX_PAGES) && out->max_pages < need)
+		out->max_pages = (uint16_t)need;
+	if (raised)
+		log_info("raised %s to %u: unaligned 1 MiB writes come in one request\n",
+			 MAX_PAGES_LIMIT, wanted_pages());
+}
+

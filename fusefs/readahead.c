@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Double-buffered read-ahead for uncached reads.
+ *
+ * The streaming class serves reads of up to `readahead` bytes from a
+ * per-handle buffer filled by one large uncached read (io_stream.c).  With
+ * that buffer alone the reader still waits for the backing read whenever
+ * it crosses into the next window.  Here a second buffer of the same size
+ * is filled by the handle's own thread while the current one is served,
+ * once the handle reads sequentially (a request starting where the one
+ * before ended), so the next window is usually there when it is needed.
+ *
+ * Invariants:
+ *  - A prefetched window is used only for the offset it was asked for and
+ *    only if the inode's data generation is unchanged since it was asked
+ *    for.  Writes bump the generation when they are acknowledged and again
+ *    when they land in the backing file (write_pipe.c), so a window read
+ *    before a write landed is never served after it.
+ *  - A request elsewhere cancels the window (its result is dropped); a
+ *    read error of the prefetch is never reported: the request then reads
+ *    synchronously and gets its own answer.
+ *  - Only where RWF_DONTCACHE reads work: the fallback's drop-behind state
+ *    is not made for two threads.
+ *  - The second buffers of all handles count against the same 64 MiB as
+ *    the first ones (ra_total in io_stream.c).
+ *  - Lock order: dcfs_file lock, then ra_next lock.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "dcfs_io.h"
+
+enum { RA_IDLE, RA_QUEUED, RA_FILLING, RA_READY };
+
+struct ra_next {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	int state;
+	bool stop, thread_up;
+	pthread_t thread;
+	char *buf;
+	size_t cap;
+	off_t off;    /* the window asked for */
+	ssize_t len;  /* bytes read, or -errno */
+	uint64_t gen; /* data generation when asked for */
+};
+
+static void *ra_main(void *arg)
+{
+	struct dcfs_file *f = arg;
+	struct ra_next *r = f->ra_next;
+
+	pthread_mutex_lock(&r->lock);
+	for (;;) {
+		while (r->state != RA_QUEUED && !r->stop)
+			pthread_cond_wait(&r->cv, &r->lock);
+		if (r->stop)
+			break;
+		r->state = RA_FILLING;
+		pthread_mutex_unlock(&r->lock);
+		ssize_t n = uncached_pread(f->probe, f->fd, r->buf, r->cap, r->off);
+		if (n > 0)
+			stats_add(f->policy, ST_READ_DONTCACHE, (uint64_t)n);
+		stats_add(f->policy, ST_PREFETCHES, 1);
+		pthread_mutex_lock(&r->lock);
+		r->len = n;
+		r->state = RA_READY;
+		pthread_cond_broadcast(&r->cv);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+/* Waits for a fill in progress (r->lock held): its buffer is ours again. */
+static void ra_wait(struct ra_next *r)
+{
+	while (r->state == RA_QUEUED || r->state == RA_FILLING)
+		pthread_cond_wait(&r->cv, &r->lock);
+}
+
+static struct ra_next *ra_create(struct dcfs_file *f)
+{
+	struct ra_next *r = calloc(1, sizeof(*r));
+	sigset_t all, old;
+	int rc;
+
+	if (!r)
+		return NULL;
+	r->cap = f->ra_cap;
+	if (!ra_account(r->cap))
+		goto out_free;
+	r->buf = malloc(r->cap);
+	if (!r->buf)
+		goto out_unaccount;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->cv, NULL);
+	f->ra_next = r;
+	/* Signals are for libfuse's threads. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&r->thread, NULL, ra_main, f);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc == 0) {
+		r->thread_up = true;
+		return r;
+	}
+	f->ra_next = NULL;
+	pthread_cond_destroy(&r->cv);
+	pthread_mutex_destroy(&r->lock);
+	free(r->buf);
+out_unaccount:
+	ra_unaccount(r->cap);
+out_free:
+	free(r);
+	return NULL;
+}
+
+/*
+ * Asks for the window at off (f->lock held), unless it is already asked
+ * for.  Failing to set up is not an error: reads stay synchronous.
+ */
+void ra_prefetch(struct dcfs_file *f, off_t off, uint64_t gen)
+{
+	struct ra_next *r = f->ra_next;
+
+	if (!f->ra_prefetch || !f->ra_buf ||
+	    atomic_load(&f->probe->rd) != PROBE_YES)
+		return;
+	if (!r) {
+		r = ra_create(f);
+		if (!r) {
+			f->ra_prefetch = false; /* do not retry on every read */
+			return;
+		}
+	}
+	pthread_mutex_lock(&r->lock);
+	if (r->state != RA_IDLE && r->off == off && r->gen == gen) {
+		pthread_mutex_unlock(&r->lock);
+		return;
+	}
+	ra_wait(r);
+	r->off = off;
+	r->gen = gen;
+	r->state = RA_QUEUED;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/*
+ * The request at off wants a new window (f->lock held): if the prefetched
+ * one is for off and still valid, it becomes the current buffer (the two
+ * are swapped) and true is returned.  Otherwise the prefetch is dropped.
+ */
+bool ra_take(struct dcfs_file *f, off_t off, uint64_t gen)
+{
+	struct ra_next *r = f->ra_next;
+	bool used = false;
+	char *tmp;
+
+	if (!r)
+		return false;
+	pthread_mutex_lock(&r->lock);
+	if (r->state != RA_IDLE && r->off == off && r->gen == gen) {
+		if (r->state != RA_READY)
+			stats_add(f->policy, ST_PREFETCH_WAITS, 1);
+		ra_wait(r);
+		if (r->len >= 0 && atomic_load(&f->inode->data_gen) == gen) {
+			tmp = f->ra_buf;
+			f->ra_buf = r->buf;
+			r->buf = tmp;
+			f->ra_off = off;
+			f->ra_len = (size_t)r->len;
+			f->ra_gen = gen;
+			used = true;
+		}
+	} else {
+		ra_wait(r);
+	}
+	r->state = RA_IDLE;
+	pthread_mutex_unlock(&r->lock);
+	return used;
+}
+
+/* At release, before the fd is closed. */
+void ra_stop(struct dcfs_file *f)
+{
+	struct ra_next *r = f->ra_next;
+
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->lock);
+	ra_wait(r);
+	r->stop = true;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->lock);
+	if (r->thread_up)
+		pthread_join(r->thread, NULL);
+	pthread_cond_destroy(&r->cv);
+	pthread_mutex_destroy(&r->lock);
+	free(r->buf);
+	ra_unaccount(r->cap);
+	free(r);
+	f->ra_next = NULL;
+}

@@ -1,0 +1,854 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Writes of the streaming class: coalescing in a per-handle buffer,
+ * deferred errors, and bounded writeback behind the stream.
+ *
+ * Why coalesce.  Every FUSE write request used to become one backing
+ * pwritev2(RWF_DONTCACHE) of exactly the application's size.  A 4 KiB
+ * writer then pays a backing syscall per request, and an odd-sized one
+ * (4000 bytes, or the 1048560 + 16 byte split FUSE makes of an unaligned
+ * 1 MiB buffer) issues partial-page uncached writes: ext4 on 6.18 keeps
+ * such pages resident (2046 of 2048 after 4000-byte appends), defeating
+ * the point of the class.  So sequential writes of a handle collect in a
+ * buffer of BUF_CAP bytes and reach the backing file as large writes that
+ * end on a page boundary; only the remainder below a page waits for the
+ * next request.  A page left partly written (the run's first page, the
+ * file's last one) is dropped by dcfs once its writeback is done.
+ *
+ * Invariants:
+ *  - Data in a buffer has been acknowledged to the application.  Every
+ *    operation that can observe the file through the mount first writes
+ *    all buffers of the inode (wpipe_sync_inode): reads on any handle,
+ *    writes on other handles, getattr, lookup, setattr, fallocate, lseek,
+ *    copy_file_range, flush, fsync, open with O_TRUNC.  The mount
+ *    therefore behaves as if each write had been made when it was
+ *    acknowledged.  A process using the backing directory directly sees
+ *    the data at the latest at close or fsync (close-to-open, like NFS).
+ *  - A backing write that fails after its data was acknowledged is
+ *    recorded per inode with a sequence number, like the kernel's errseq:
+ *    every stream handle of the inode open at that time reports it once,
+ *    at its next write, flush (close) or fsync.  It is also counted
+ *    (deferred_errors) and logged.  To make space errors prompt, a run is
+ *    only buffered while the backing filesystem has ample free space
+ *    (LOW_SPACE plus everything buffered); below that, writes go through
+ *    at once and ENOSPC is the answer to the write() that hit it.
+ *  - O_SYNC/O_DSYNC and O_APPEND handles are not buffered: the first must
+ *    be durable at the reply, the second lands wherever the backing file
+ *    ends, which is only known to the backing filesystem.
+ *  - Buffered data is written with the fsuid/fsgid the writer had
+ *    (captured with the data), whichever thread writes it.
+ *  - Pipelining: once a run reaches the backing filesystem's page
+ *    boundary and RWF_DONTCACHE is known to work there, its data are
+ *    copied into a job and written by the handle's own worker thread, so
+ *    the reply (and the application's next request) overlaps with the
+ *    backing write.  Jobs of a handle are written one after the other, in
+ *    order; every synchronous backing write of the handle and every sync
+ *    point above first waits for them (drain), so overlapping writes,
+ *    reads, truncation and the rest see them in order.  Bytes in jobs are
+ *    bounded per handle (inflight) and per mount (inflight_mount): a
+ *    request waits for room (counted as queue_waits).  Workers write with
+ *    the identity captured with the data and record failures like any
+ *    deferred error.  The fallback path (no RWF_DONTCACHE) stays
+ *    synchronous: its window state is shared with reads.
+ *  - Lock order: struct wp_inode lock, then dcfs_file lock, then the
+ *    handle's io_lock (backing-write state: written spans, partial pages,
+ *    bounded writeback) or qlock (the job queue).
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "dcfs_io.h"
+#include "dcfs_policy.h"
+
+#define PAGE 4096
+/* One max-size FUSE request; large enough that a backing write is cheap. */
+#define BUF_CAP ((size_t)1 << 20)
+/* All coalescing buffers of the mount together stay below this. */
+#define BUF_GLOBAL_CAP ((uint64_t)256 << 20)
+/* Below this much free space (plus what is buffered) writes go through. */
+#define LOW_SPACE ((uint64_t)64 << 20)
+#define NBUCKETS 256
+/* Largest job: a buffer's worth plus one max-size request. */
+#define JOB_CAP (BUF_CAP + ((size_t)1 << 20))
+/* Recycled job buffers per handle (their pages are already faulted in). */
+#define SPARE_JOBS 9
+
+struct wjob {
+	struct wjob *next;
+	off_t off;
+	size_t len;
+	struct creds_id id;
+	char data[];
+};
+
+struct wp_inode {
+	struct wp_inode *next; /* hash chain; reg_lock */
+	struct dcfs_inode *inode;
+	unsigned int refs;     /* reg_lock */
+	pthread_mutex_t lock;  /* handles */
+	struct wpipe *handles;
+	_Atomic uint64_t err_seq; /* bumped by every deferred error */
+	_Atomic int err;
+};
+
+struct wpipe {
+	struct dcfs_file *f;
+	struct wp_inode *wi;
+	struct wpipe *next; /* wi->lock */
+	/* the fields below: f->lock */
+	uint64_t err_seen;
+	char *buf;
+	off_t boff; /* buffered file range [boff, boff + blen) */
+	size_t blen;
+	struct creds_id id;
+	uint64_t inflight_limit, mount_limit;
+	/* io_lock: the backing-write state, also f->dc_lo/dc_hi */
+	pthread_mutex_t io_lock;
+	uint64_t wb_limit;
+	off_t wb_front, wb_waited; /* bounded writeback */
+	off_t rag_lo, rag_hi;	   /* partial pages written uncached */
+	/* qlock: the job queue of the worker */
+	pthread_mutex_t qlock;
+	pthread_cond_t qcv; /* a job was queued, or one is done */
+	struct wjob *qhead, *qtail, *spare;
+	unsigned int nspare;
+	size_t inflight; /* bytes in queued or running jobs */
+	bool worker, stop;
+	pthread_t thread;
+};
+
+static struct wp_inode *buckets[NBUCKETS];
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic long buffered_handles; /* handles with blen > 0 */
+static _Atomic uint64_t buffered_bytes;
+static _Atomic uint64_t buf_total; /* allocated buffers */
+static _Atomic uint64_t inflight_total; /* bytes in jobs, all handles */
+
+static off_t page_down(off_t x)
+{
+	return x & ~(off_t)(PAGE - 1);
+}
+
+static off_t page_up(off_t x)
+{
+	return (x + PAGE - 1) & ~(off_t)(PAGE - 1);
+}
+
+static size_t bucket_of(const struct dcfs_inode *inode)
+{
+	return ((uintptr_t)inode >> 6) % NBUCKETS;
+}
+
+/* Finds inode's entry and takes a reference; NULL if none (and !create). */
+static struct wp_inode *wi_get(struct dcfs_inode *inode, bool create)
+{
+	struct wp_inode **pp, *wi;
+
+	pthread_mutex_lock(&reg_lock);
+	for (pp = &buckets[bucket_of(inode)]; (wi = *pp); pp = &wi->next)
+		if (wi->inode == inode)
+			break;
+	if (!wi && create) {
+		wi = calloc(1, sizeof(*wi));
+		if (wi) {
+			wi->inode = inode;
+			pthread_mutex_init(&wi->lock, NULL);
+			*pp = wi;
+		}
+	}
+	if (wi)
+		wi->refs++;
+	pthread_mutex_unlock(&reg_lock);
+	return wi;
+}
+
+static void wi_put(struct wp_inode *wi)
+{
+	struct wp_inode **pp;
+
+	pthread_mutex_lock(&reg_lock);
+	if (--wi->refs) {
+		pthread_mutex_unlock(&reg_lock);
+		return;
+	}
+	for (pp = &buckets[bucket_of(wi->inode)]; *pp != wi; pp = &(*pp)->next)
+		;
+	*pp = wi->next;
+	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_destroy(&wi->lock);
+	free(wi);
+}
+
+int wpipe_open(struct dcfs_file *f, const struct wpipe_limits *lim)
+{
+	struct wpipe *wp = calloc(1, sizeof(*wp));
+
+	if (!wp)
+		return -ENOMEM;
+	wp->wi = wi_get(f->inode, true);
+	if (!wp->wi) {
+		free(wp);
+		return -ENOMEM;
+	}
+	wp->f = f;
+	wp->wb_limit = lim->writeback;
+	wp->inflight_limit = lim->inflight;
+	wp->mount_limit = lim->inflight_mount;
+	pthread_mutex_init(&wp->io_lock, NULL);
+	pthread_mutex_init(&wp->qlock, NULL);
+	pthread_cond_init(&wp->qcv, NULL);
+	pthread_mutex_lock(&wp->wi->lock);
+	/* Errors of writes before this open are not this handle's. */
+	wp->err_seen = atomic_load(&wp->wi->err_seq);
+	wp->next = wp->wi->handles;
+	wp->wi->handles = wp;
+	pthread_mutex_unlock(&wp->wi->lock);
+	f->wp = wp;
+	return 0;
+}
+
+/* Consumes the handle's unreported deferred error: 0 or -errno. */
+static int take_error(struct wpipe *wp)
+{
+	uint64_t seq = atomic_load(&wp->wi->err_seq);
+
+	if (seq == wp->err_seen)
+		return 0;
+	wp->err_seen = seq;
+	return -atomic_load(&wp->wi->err);
+}
+
+static void record_error(struct wpipe *wp, int err, off_t off, size_t len)
+{
+	atomic_store(&wp->wi->err, err);
+	atomic_fetch_add(&wp->wi->err_seq, 1);
+	stats_add(wp->f->policy, ST_DEFERRED_ERRORS, 1);
+	log_err("ino %llu: write of %zu acknowledged bytes at %lld failed: %s; "
+		"reported to the next write, flush or fsync of every handle\n",
+		(unsigned long long)wp->f->inode->ino, len, (long long)off,
+		strerror(err));
+}
+
+/*
+ * Keeps at most wb_limit bytes of the stream dirty or under writeback:
+ * what lies further behind its front is waited for.  RWF_DONTCACHE starts
+ * writeback at once but does not wait, so a writer faster than the disk
+ * would otherwise fill memory with pages under writeback, and that is what
+ * evicts everybody else's cache under a memory cgroup limit.
+ */
+static void throttle(struct dcfs_file *f, off_t off, off_t end)
+{
+	struct wpipe *wp = f->wp;
+	off_t lim = (off_t)wp->wb_limit, target;
+
+	if (!lim)
+		return;
+	if (end + lim < wp->wb_front || off > wp->wb_front + lim) {
+		/* A new stream: nothing behind it is ours to wait for. */
+		wp->wb_front = end;
+		wp->wb_waited = off > lim ? page_down(off - lim) : 0;
+		return;
+	}
+	if (end > wp->wb_front)
+		wp->wb_front = end;
+	target = page_down(wp->wb_front - lim);
+	/* In steps of a quarter of the bound: one syscall per few MiB. */
+	if (target < wp->wb_waited + lim / 4)
+		return;
+	sync_file_range(f->fd, wp->wb_waited, target - wp->wb_waited,
+			SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+				SYNC_FILE_RANGE_WAIT_AFTER);
+	stats_add(f->policy, ST_WRITEBACK_WAITS, 1);
+	wp->wb_waited = target;
+	/* Partial pages behind the front are written back: drop them now. */
+	if (wp->rag_hi > wp->rag_lo && wp->rag_hi <= target) {
+		drop_written(f, wp->rag_lo, wp->rag_hi);
+		wp->rag_lo = wp->rag_hi = 0;
+	}
+}
+
+static void note_ragged(struct wpipe *wp, off_t lo, off_t hi)
+{
+	if (wp->rag_hi == wp->rag_lo || lo < wp->rag_lo)
+		wp->rag_lo = lo;
+	if (hi > wp->rag_hi)
+		wp->rag_hi = hi;
+}
+
+/* The handle wrote [off, end) uncached: what to drop and wait for later. */
+static void note_uncached(struct dcfs_file *f, off_t off, off_t end)
+{
+	if (f->dc_hi == f->dc_lo || off < f->dc_lo)
+		f->dc_lo = off;
+	if (end > f->dc_hi)
+		f->dc_hi = end;
+	if (!f->wp)
+		return;
+	if (off & (PAGE - 1))
+		note_ragged(f->wp, page_down(off), page_down(off) + PAGE);
+	if (end & (PAGE - 1))
+		note_ragged(f->wp, page_down(end), page_up(end));
+	throttle(f, off, end);
+}
+
+/*
+ * One backing write of the handle (f->lock held): uncached where the
+ * backing filesystem can, else through the fallback window.  Returns the
+ * bytes written; when that is less than asked, *err says why.
+ */
+static size_t backing_write_locked(struct dcfs_file *f, struct iovec *iov,
+				   int cnt, off_t off, int *err)
+{
+	size_t len = 0, done = 0;
+	ssize_t n = 0;
+
+	*err = 0;
+	for (int i = 0; i < cnt; i++)
+		len += iov[i].iov_len;
+	while (done < len) {
+		n = uncached_pwritev(f->probe, f->fd, iov, cnt, off + (off_t)done);
+		if (n == -EOPNOTSUPP)
+			break;
+		if (n <= 0) {
+			*err = n ? (int)-n : EIO;
+			break;
+		}
+		stats_add(f->policy, ST_WRITE_DONTCACHE, (uint64_t)n);
+		stats_add(f->policy, ST_BACKING_WRITES, 1);
+		done += (size_t)n;
+		/* Short write: go on with what is left. */
+		while (cnt && (size_t)n >= iov[0].iov_len) {
+			n -= (ssize_t)iov[0].iov_len;
+			iov++;
+			cnt--;
+		}
+		if (cnt) {
+			iov[0].iov_base = (char *)iov[0].iov_base + n;
+			iov[0].iov_len -= (size_t)n;
+		}
+	}
+	if (done)
+		note_uncached(f, off, off + (off_t)done);
+	if (n != -EOPNOTSUPP)
+		return done;
+	/* No RWF_DONTCACHE here: the fallback window, piece by piece. */
+	for (int i = 0; i < cnt; i++) {
+		size_t piece = 0;
+
+		while (piece < iov[i].iov_len) {
+			n = fallback_write(f, (char *)iov[i].iov_base + piece,
+					   iov[i].iov_len - piece,
+					   off + (off_t)done);
+			if (n <= 0) {
+				*err = n ? (int)-n : EIO;
+				return done;
+			}
+			stats_add(f->policy, ST_WRITE_FALLBACK, (uint64_t)n);
+			stats_add(f->policy, ST_BACKING_WRITES, 1);
+			piece += (size_t)n;
+			done += (size_t)n;
+		}
+	}
+	return done;
+}
+
+static size_t backing_write(struct dcfs_file *f, struct iovec *iov, int cnt,
+			    off_t off, int *err)
+{
+	size_t n;
+
+	if (f->wp)
+		pthread_mutex_lock(&f->wp->io_lock);
+	n = backing_write_locked(f, iov, cnt, off, err);
+	if (f->wp)
+		pthread_mutex_unlock(&f->wp->io_lock);
+	/*
+	 * Acknowledged writes bumped the generation already; landing bumps it
+	 * again, so a read-ahead window read before this is never served
+	 * after it (readahead.c).
+	 */
+	atomic_fetch_add(&f->inode->data_gen, 1);
+	return n;
+}
+
+/* --- the pipeline ------------------------------------------------------ */
+
+static void *worker_main(void *arg)
+{
+	struct wpipe *wp = arg;
+	struct creds_saved saved;
+	struct wjob *job;
+	struct iovec iov;
+	int err;
+
+	pthread_mutex_lock(&wp->qlock);
+	for (;;) {
+		while (!wp->qhead && !wp->stop)
+			pthread_cond_wait(&wp->qcv, &wp->qlock);
+		job = wp->qhead;
+		if (!job)
+			break;
+		/* The job stays queued (and counted) until it is written. */
+		pthread_mutex_unlock(&wp->qlock);
+		iov = (struct iovec){ job->data, job->len };
+		creds_io_switch(&job->id, &saved);
+		stats_add(wp->f->policy, ST_BACKGROUND_WRITES, 1);
+		if (backing_write(wp->f, &iov, 1, job->off, &err) != job->len)
+			record_error(wp, err ? err : EIO, job->off, job->len);
+		creds_io_restore(&saved);
+		pthread_mutex_lock(&wp->qlock);
+		wp->qhead = job->next;
+		if (!wp->qhead)
+			wp->qtail = NULL;
+		wp->inflight -= job->len;
+		atomic_fetch_sub(&inflight_total, job->len);
+		stats_add(wp->f->policy, ST_INFLIGHT, -(uint64_t)job->len);
+		if (wp->nspare < SPARE_JOBS) {
+			job->next = wp->spare;
+			wp->spare = job;
+			wp->nspare++;
+		} else {
+			free(job);
+		}
+		pthread_cond_broadcast(&wp->qcv);
+	}
+	pthread_mutex_unlock(&wp->qlock);
+	return NULL;
+}
+
+/* Waits until every job of the handle is written (f->lock held). */
+static void drain(struct wpipe *wp)
+{
+	pthread_mutex_lock(&wp->qlock);
+	while (wp->inflight)
+		pthread_cond_wait(&wp->qcv, &wp->qlock);
+	pthread_mutex_unlock(&wp->qlock);
+}
+
+static bool space_is_low(struct dcfs_file *f);
+
+/* Also only with ample space: a background ENOSPC would come late. */
+static bool may_pipeline(struct dcfs_file *f, size_t len)
+{
+	return f->wp->inflight_limit && len <= JOB_CAP &&
+	       atomic_load(&f->probe->wr) == PROBE_YES && !space_is_low(f);
+}
+
+/*
+ * Queues iov for the worker (f->lock held): 0, or -errno when it could
+ * not (the caller then writes synchronously).  Waits while the handle or
+ * the mount has its bound in flight; a handle with nothing in flight may
+ * always queue one job, so the mount bound cannot starve it.
+ */
+static int submit(struct wpipe *wp, const struct iovec *iov, int cnt,
+		  off_t off, size_t len)
+{
+	struct wjob *job;
+	bool waited = false;
+	size_t at = 0;
+
+	pthread_mutex_lock(&wp->qlock);
+	while (wp->inflight &&
+	       (wp->inflight + len > wp->inflight_limit ||
+		atomic_load(&inflight_total) + len > wp->mount_limit)) {
+		if (!waited)
+			stats_add(wp->f->policy, ST_QUEUE_WAITS, 1);
+		waited = true;
+		pthread_cond_wait(&wp->qcv, &wp->qlock);
+	}
+	job = wp->spare;
+	if (job) {
+		wp->spare = job->next;
+		wp->nspare--;
+	}
+	if (!wp->worker) {
+		sigset_t all, old;
+		int rc;
+
+		/* Signals are for libfuse's threads, not for the writer. */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		rc = pthread_create(&wp->thread, NULL, worker_main, wp);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (rc != 0) {
+			if (job) {
+				job->next = wp->spare;
+				wp->spare = job;
+				wp->nspare++;
+			}
+			pthread_mutex_unlock(&wp->qlock);
+			return -EAGAIN;
+		}
+		wp->worker = true;
+	}
+	pthread_mutex_unlock(&wp->qlock);
+	if (!job)
+		job = malloc(sizeof(*job) + JOB_CAP);
+	if (!job)
+		return -ENOMEM;
+	for (int i = 0; i < cnt; i++) {
+		memcpy(job->data + at, iov[i].iov_base, iov[i].iov_len);
+		at += iov[i].iov_len;
+	}
+	job->next = NULL;
+	job->off = off;
+	job->len = len;
+	job->id = wp->id;
+	pthread_mutex_lock(&wp->qlock);
+	if (wp->qtail)
+		wp->qtail->next = job;
+	else
+		wp->qhead = job;
+	wp->qtail = job;
+	wp->inflight += len;
+	atomic_fetch_add(&inflight_total, len);
+	stats_add(wp->f->policy, ST_INFLIGHT, len);
+	pthread_cond_broadcast(&wp->qcv);
+	pthread_mutex_unlock(&wp->qlock);
+	return 0;
+}
+
+static void worker_stop(struct wpipe *wp)
+{
+	struct wjob *job;
+
+	pthread_mutex_lock(&wp->qlock);
+	wp->stop = true;
+	pthread_cond_broadcast(&wp->qcv);
+	pthread_mutex_unlock(&wp->qlock);
+	if (wp->worker)
+		pthread_join(wp->thread, NULL);
+	while ((job = wp->spare)) {
+		wp->spare = job->next;
+		free(job);
+	}
+}
+
+static void set_buffered(struct wpipe *wp, size_t blen)
+{
+	if (!wp->blen && blen)
+		atomic_fetch_add(&buffered_handles, 1);
+	else if (wp->blen && !blen)
+		atomic_fetch_sub(&buffered_handles, 1);
+	atomic_fetch_add(&buffered_bytes, blen - wp->blen);
+	stats_add(wp->f->policy, ST_BUFFERED, blen - wp->blen);
+	wp->blen = blen;
+}
+
+/*
+ * Writes the whole buffer (f->lock held).  A failure is recorded as a
+ * deferred error and also returned; the data is gone either way.
+ */
+static int flush_buf(struct wpipe *wp)
+{
+	struct iovec iov = { wp->buf, wp->blen };
+	size_t len = wp->blen;
+	int err;
+
+	if (!len)
+		return 0;
+	drain(wp);
+	if (backing_write(wp->f, &iov, 1, wp->boff, &err) == len)
+		err = 0;
+	set_buffered(wp, 0);
+	if (err)
+		record_error(wp, err, wp->boff, len);
+	return -err;
+}
+
+/* As flush_buf, from a thread that is not the writer's request. */
+static void flush_as_writer(struct wpipe *wp)
+{
+	struct creds_saved saved;
+
+	if (!wp->blen)
+		return;
+	creds_io_switch(&wp->id, &saved);
+	flush_buf(wp);
+	creds_io_restore(&saved);
+}
+
+static bool buf_alloc(struct wpipe *wp)
+{
+	if (wp->buf)
+		return true;
+	if (atomic_fetch_add(&buf_total, BUF_CAP) + BUF_CAP > BUF_GLOBAL_CAP)
+		goto fail;
+	wp->buf = malloc(BUF_CAP);
+	if (wp->buf)
+		return true;
+fail:
+	atomic_fetch_sub(&buf_total, BUF_CAP);
+	return false;
+}
+
+/* Would acknowledging data without writing it risk a late ENOSPC? */
+static bool space_is_low(struct dcfs_file *f)
+{
+	struct statfs sfs;
+
+	if (fstatfs(f->fd, &sfs) < 0)
+		return true;
+	return (uint64_t)sfs.f_bavail * (uint64_t)sfs.f_bsize <
+	       LOW_SPACE + atomic_load(&buffered_bytes) +
+		       atomic_load(&inflight_total);
+}
+
+/*
+ * Nothing is held back while the kernel serves another handle of the file
+ * from the backing file (passthrough): its reads never come here to wait.
+ */
+static bool may_buffer(const struct dcfs_file *f)
+{
+	return f->wp && !(f->flags & (O_SYNC | O_DSYNC | O_APPEND)) &&
+	       !passthrough_kernel_io(f->inode);
+}
+
+/* Writes data at once, as a backing write of its own. */
+static ssize_t write_through(struct dcfs_file *f, const void *data, size_t len,
+			     off_t off)
+{
+	struct iovec iov = { (void *)data, len };
+	size_t n;
+	int err;
+
+	if (f->wp)
+		drain(f->wp);
+	n = backing_write(f, &iov, 1, off, &err);
+	return n || !err ? (ssize_t)n : -err;
+}
+
+/*
+ * A write of the streaming class (f->lock held): acknowledged from the
+ * buffer when it continues the buffered run and fits, else written up to
+ * its last page boundary together with the buffer, the rest kept.
+ */
+ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
+		    off_t off)
+{
+	struct wpipe *wp = f->wp;
+	struct creds_id id = { 0, 0 };
+	struct iovec iov[2];
+	off_t end = off + (off_t)len, upto, tail_from;
+	size_t from_buf, keep, tail, want;
+	int err;
+
+	if (wp && (err = take_error(wp)))
+		return err;
+	if (!may_buffer(f))
+		return write_through(f, data, len, off);
+	if (dcfs.privileged)
+		creds_io_capture(&id);
+	/* Not a continuation of the buffered run: write that run first. */
+	if (wp->blen && (off != wp->boff + (off_t)wp->blen ||
+			 id.uid != wp->id.uid || id.gid != wp->id.gid)) {
+		if (id.uid == wp->id.uid && id.gid == wp->id.gid) {
+			err = flush_buf(wp);
+			if (err) {
+				/* Reported here, to this handle. */
+				wp->err_seen = atomic_load(&wp->wi->err_seq);
+				return err;
+			}
+		} else {
+			flush_as_writer(wp); /* that writer's error */
+		}
+	}
+	if (!wp->blen) {
+		wp->boff = off;
+		wp->id = id;
+	}
+	if (wp->blen + len < BUF_CAP) {
+		/* Fits: acknowledge from the buffer, if it may hold data. */
+		if ((wp->blen || !space_is_low(f)) && buf_alloc(wp)) {
+			memcpy(wp->buf + wp->blen, data, len);
+			set_buffered(wp, wp->blen + len);
+			stats_add(f->policy, ST_COALESCED, 1);
+			return (ssize_t)len;
+		}
+		if (!wp->blen)
+			return write_through(f, data, len, off);
+		upto = end;
+	} else {
+		/* Write up to the last page boundary, keep the rest. */
+		upto = page_down(end);
+		if (upto < end && space_is_low(f))
+			upto = end;
+	}
+	from_buf = (off_t)wp->blen < upto - wp->boff ? wp->blen
+						     : (size_t)(upto - wp->boff);
+	iov[0] = (struct iovec){ wp->buf, from_buf };
+	iov[1] = (struct iovec){ (void *)data,
+				 upto > off ? (size_t)(upto - off) : 0 };
+	want = from_buf + iov[1].iov_len;
+	/* Queued for the worker, or else written here, after its jobs. */
+	if (may_pipeline(f, want) &&
+	    submit(wp, from_buf ? iov : iov + 1, from_buf ? 2 : 1, wp->boff,
+		   want) == 0)
+		err = 0;
+	else if (drain(wp), backing_write(f, from_buf ? iov : iov + 1,
+					  from_buf ? 2 : 1, wp->boff,
+					  &err) == want)
+		err = 0;
+	else if (!err)
+		err = EIO;
+	if (err) {
+		if (from_buf) {
+			/* Acknowledged data was lost: other handles must know. */
+			record_error(wp, err, wp->boff, from_buf);
+			wp->err_seen = atomic_load(&wp->wi->err_seq);
+		}
+		set_buffered(wp, 0);
+		return -err;
+	}
+	/* What stays: the buffer's unwritten part, then data's tail. */
+	keep = wp->blen - from_buf;
+	if (keep)
+		memmove(wp->buf, wp->buf + from_buf, keep);
+	wp->boff = upto;
+	tail_from = upto > off ? upto : off;
+	tail = (size_t)(end - tail_from);
+	if (tail && !buf_alloc(wp)) {
+		ssize_t n;
+
+		/* No memory to keep it (so nothing was kept): write it now. */
+		set_buffered(wp, 0);
+		n = write_through(f, (const char *)data + (tail_from - off),
+				  tail, tail_from);
+		return n == (ssize_t)tail ? (ssize_t)len : (n < 0 ? n : -EIO);
+	}
+	if (tail)
+		memcpy(wp->buf + keep, (const char *)data + (tail_from - off),
+		       tail);
+	set_buffered(wp, keep + tail);
+	return (ssize_t)len;
+}
+
+/* Writes the buffers of every handle of the inode except skip's. */
+static bool sync_except(struct dcfs_inode *inode, struct dcfs_file *skip)
+{
+	struct wp_inode *wi;
+	bool any = false;
+
+	if (!atomic_load(&buffered_handles) && !atomic_load(&inflight_total))
+		return false;
+	wi = wi_get(inode, false);
+	if (!wi)
+		return false;
+	pthread_mutex_lock(&wi->lock);
+	for (struct wpipe *wp = wi->handles; wp; wp = wp->next) {
+		if (wp->f == skip)
+			continue;
+		pthread_mutex_lock(&wp->f->lock);
+		if (wp->blen) {
+			flush_as_writer(wp);
+			any = true;
+		}
+		pthread_mutex_lock(&wp->qlock);
+		any = any || wp->inflight;
+		pthread_mutex_unlock(&wp->qlock);
+		drain(wp);
+		pthread_mutex_unlock(&wp->f->lock);
+	}
+	pthread_mutex_unlock(&wi->lock);
+	wi_put(wi);
+	return any;
+}
+
+bool wpipe_sync_inode(struct dcfs_inode *inode)
+{
+	return sync_except(inode, NULL);
+}
+
+void wpipe_sync_others(struct dcfs_file *f)
+{
+	sync_except(f->inode, f);
+}
+
+void wpipe_sync_all(void)
+{
+	struct dcfs_inode *todo[64];
+	size_t n;
+
+	/* Collect under reg_lock, write outside it (wi->lock comes first). */
+	while (atomic_load(&buffered_handles)) {
+		n = 0;
+		pthread_mutex_lock(&reg_lock);
+		for (size_t b = 0; b < NBUCKETS && n < 64; b++)
+			for (struct wp_inode *wi = buckets[b]; wi && n < 64;
+			     wi = wi->next)
+				todo[n++] = wi->inode;
+		pthread_mutex_unlock(&reg_lock);
+		for (size_t i = 0; i < n; i++)
+			sync_except(todo[i], NULL);
+		if (n < 64)
+			break;
+	}
+}
+
+/*
+ * flush (close) and fsync: everything written through the mount reaches
+ * the backing file, then the handle's unreported error, if any.
+ */
+int wpipe_flush(struct dcfs_file *f)
+{
+	struct wpipe *wp = f->wp;
+	int err;
+
+	wpipe_sync_inode(f->inode);
+	if (!wp)
+		return 0;
+	pthread_mutex_lock(&f->lock);
+	err = take_error(wp);
+	pthread_mutex_unlock(&f->lock);
+	return err;
+}
+
+/* After a successful fsync the partial pages are clean: drop them now. */
+void wpipe_synced(struct dcfs_file *f)
+{
+	struct wpipe *wp = f->wp;
+
+	if (!wp)
+		return;
+	pthread_mutex_lock(&wp->io_lock);
+	if (wp->rag_hi > wp->rag_lo) {
+		drop_written(f, wp->rag_lo, wp->rag_hi);
+		wp->rag_lo = wp->rag_hi = 0;
+	}
+	pthread_mutex_unlock(&wp->io_lock);
+}
+
+/* At release: write what is left (an error can only be logged now). */
+void wpipe_close(struct dcfs_file *f)
+{
+	struct wpipe *wp = f->wp, **pp;
+
+	if (!wp)
+		return;
+	pthread_mutex_lock(&f->lock);
+	flush_as_writer(wp);
+	drain(wp);
+	pthread_mutex_unlock(&f->lock);
+	worker_stop(wp);
+	pthread_mutex_lock(&wp->wi->lock);
+	for (pp = &wp->wi->handles; *pp != wp; pp = &(*pp)->next)
+		;
+	*pp = wp->next;
+	pthread_mutex_unlock(&wp->wi->lock);
+	wi_put(wp->wi);
+	if (wp->buf) {
+		free(wp->buf);
+		atomic_fetch_sub(&buf_total, BUF_CAP);
+	}
+	pthread_cond_destroy(&wp->qcv);
+	pthread_mutex_destroy(&wp->qlock);
+	pthread_mutex_destroy(&wp->io_lock);
+	free(wp);
+	f->wp = NULL;
+}
