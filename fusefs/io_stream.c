@@ -205,6 +205,13 @@ static ssize_t stream_write(struct dcfs_file *f, struct fuse_bufvec *in,
 	stats_add(f->policy, ST_WRITE_REQUESTS, 1);
 	pthread_mutex_lock(&f->lock);
 	n = wpipe_write(f, data, len, off);
+	/*
+	 * The handle's own counter (dcfs stat --files) counts what the
+	 * application wrote; the class counters count the backing writes
+	 * when they are made (write_pipe.c).
+	 */
+	if (n > 0)
+		stats_file_bytes(f, false, (uint64_t)n);
 	pthread_mutex_unlock(&f->lock);
 	free(mem.buf[0].mem);
 	return n;

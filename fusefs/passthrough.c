@@ -33,8 +33,8 @@
  *
  *   inode state   new open wants ->  kernel I/O      daemon I/O       cached forwarded
  *                                     (cache class)   (streaming)      (auto, deferred)
- *   none          register id: PT  register id: PTD  FWD
- *                 (failure: FWD)   (failure: FWD)
+ *   none          register id: PT  FWD (direct I/O)  FWD
+ *                 (failure: FWD)
  *   PT (has id)   PT; PTD if a     PTD              PTD
  *                 writer of other
  *                 credentials
@@ -55,6 +55,13 @@
  * handle's read-ahead buffer is not trusted while a writable PT/PTD handle
  * exists (passthrough_bypassed()), since those writes never reach us.
  * An inode leaves a state only when its last handle is released.
+ *
+ * A streaming open of an inode without an id stays forwarded (direct I/O;
+ * shared maps through ALLOW_MMAP and the daemon): registering it would let
+ * the kernel map the backing file directly, past the writes the streaming
+ * engine holds back (write_pipe.c), which then stops holding writes back
+ * for as long as any handle of the inode has the backing file
+ * (passthrough_backed()).
  *
  * Credentials: the kernel performs all I/O of a passthrough file with the
  * credentials current at FUSE_DEV_IOC_BACKING_OPEN.  open/create run as the
@@ -427,7 +434,7 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 				       (!writable(f) || ident_equal(&me, &n->ident)) ?
 			       PT_KERNEL :
 			       PT_DAEMON;
-	} else if (!n->n_fwd && wish != WISH_CACHED && atomic_load(&pt.on) &&
+	} else if (!n->n_fwd && wish == WISH_KERNEL && atomic_load(&pt.on) &&
 		   fstat(f->fd, &st) == 0) {
 		id = backing_open(req, f->fd, st.st_dev);
 		if (id > 0) {
@@ -455,12 +462,14 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 		n->n_kernel++;
 	pthread_mutex_unlock(&pt.lock);
 	f->pt = kind;
-	if (kind == PT_KERNEL) {
-		/*
-		 * The kernel reads the backing file itself from now on: what
-		 * streaming handles hold back (write_pipe.c) must be there.
-		 */
+	/*
+	 * The kernel reads the backing file itself from now on (I/O or
+	 * mappings): what streaming handles hold back (write_pipe.c) must be
+	 * there.
+	 */
+	if (kind != PT_FWD)
 		wpipe_sync_inode(f->inode);
+	if (kind == PT_KERNEL) {
 		fi->direct_io = 0;
 		fi->keep_cache = 0; /* the kernel rejects it with passthrough */
 		atomic_fetch_add(&pt.opens_kernel, 1);
@@ -506,8 +515,11 @@ void passthrough_release(struct dcfs_file *f)
 	f->pt = PT_NONE;
 }
 
-/* Does the kernel do the I/O of some handle of inode (no daemon ordering)? */
-bool passthrough_kernel_io(const struct dcfs_inode *inode)
+/*
+ * Does the kernel reach the backing file of inode for some handle (its
+ * I/O, or its mappings), without asking the daemon first?
+ */
+bool passthrough_backed(const struct dcfs_inode *inode)
 {
 	struct pt_node *n;
 	bool ret;
@@ -516,7 +528,7 @@ bool passthrough_kernel_io(const struct dcfs_inode *inode)
 		return false;
 	pthread_mutex_lock(&pt.lock);
 	n = node_find(inode);
-	ret = n && n->n_kernel;
+	ret = n && n->n_backed;
 	pthread_mutex_unlock(&pt.lock);
 	return ret;
 }

@@ -71,6 +71,13 @@ void stats_io(struct dcfs_file *f, enum stat_kind k, uint64_t n)
 					  n, memory_order_relaxed);
 }
 
+void stats_file_bytes(struct dcfs_file *f, bool read, uint64_t n)
+{
+	if (f->stats)
+		atomic_fetch_add_explicit(&f->stats->bytes[read ? 0 : 1], n,
+					  memory_order_relaxed);
+}
+
 int stats_file_open(fuse_req_t req, struct dcfs_file *f,
 		    const struct dcfs_decision *d)
 {

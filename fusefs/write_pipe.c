@@ -601,13 +601,14 @@ static bool space_is_low(struct dcfs_file *f)
 }
 
 /*
- * Nothing is held back while the kernel serves another handle of the file
- * from the backing file (passthrough): its reads never come here to wait.
+ * Nothing is held back while the kernel reaches the backing file for some
+ * handle of the file (passthrough I/O or mappings): those reads never come
+ * here to wait.
  */
 static bool may_buffer(const struct dcfs_file *f)
 {
 	return f->wp && !(f->flags & (O_SYNC | O_DSYNC | O_APPEND)) &&
-	       !passthrough_kernel_io(f->inode);
+	       !passthrough_backed(f->inode);
 }
 
 /* Writes data at once, as a backing write of its own. */

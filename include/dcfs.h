@@ -276,7 +276,7 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 		      struct fuse_file_info *fi);
 void passthrough_release(struct dcfs_file *f);
 bool passthrough_bypassed(const struct dcfs_inode *inode);
-bool passthrough_kernel_io(const struct dcfs_inode *inode);
+bool passthrough_backed(const struct dcfs_inode *inode);
 void passthrough_describe(const struct dcfs_inode *inode, char *buf,
 			  size_t size);
 void passthrough_summary(char *buf, size_t size);

@@ -106,6 +106,7 @@ enum stat_kind {
 	ST__COUNT
 };
 void stats_add(int policy, enum stat_kind k, uint64_t n);
+void stats_file_bytes(struct dcfs_file *f, bool read, uint64_t n);
 void stats_io(struct dcfs_file *f, enum stat_kind k, uint64_t n);
 int stats_file_open(fuse_req_t req, struct dcfs_file *f,
 		    const struct dcfs_decision *d);

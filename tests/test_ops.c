@@ -596,8 +596,8 @@ static double prom_get(const struct prom_sample *s, int n, const char *name, con
 }
 
 /* Counters of --json: "classes":{"NAME":{"key":N,...},...} */
-static int json_classes(const char *json, char names[8][32], long long vals[8][16],
-			char keys[16][32])
+static int json_classes(const char *json, char names[8][32], long long vals[8][32],
+			char keys[32][32])
 {
 	const char *p = strstr(json, "\"classes\":{");
 	int n = 0;
@@ -608,7 +608,7 @@ static int json_classes(const char *json, char names[8][32], long long vals[8][1
 		snprintf(names[n], 32, "%.*s", (int)(q - p - 1), p + 1);
 		p = q + 3; /* ":{ */
 		int k = 0;
-		while (*p == '"' && k < 16) {
+		while (*p == '"' && k < 32) {
 			q = strchr(p + 1, '"');
 			snprintf(keys[k], 32, "%.*s", (int)(q - p - 1), p + 1);
 			vals[n][k++] = strtoll(q + 2, (char **)&p, 10);
@@ -665,8 +665,8 @@ START_TEST(ops_prometheus_matches_json)
 			ck_assert_msg(!same, "duplicate series %s", s[i].name);
 		}
 	}
-	char names[8][32], keys[16][32] = { { 0 } };
-	long long vals[8][16];
+	char names[8][32], keys[32][32] = { { 0 } };
+	long long vals[8][32];
 	int nc = json_classes(json, names, vals, keys);
 	ck_assert_int_eq(nc, 5);
 	static const struct {
@@ -684,7 +684,7 @@ START_TEST(ops_prometheus_matches_json)
 	};
 	int compared = 0;
 	for (int c = 0; c < nc; c++)
-		for (int k = 0; k < 16 && keys[k][0]; k++)
+		for (int k = 0; k < 32 && keys[k][0]; k++)
 			for (size_t m = 0; m < sizeof map / sizeof map[0]; m++) {
 				if (strcmp(keys[k], map[m].key))
 					continue;
