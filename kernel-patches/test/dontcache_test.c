@@ -691,6 +691,107 @@ static void test_unsupported(const char *hostdir)
 	unlink(p);
 }
 
+#ifndef RWF_NOWAIT
+#define RWF_NOWAIT 0x00000008
+#endif
+
+/*
+ * One RWF_NOWAIT buffered write: it must write everything, write a prefix
+ * (short count) or fail with EAGAIN - never block, never EINVAL or
+ * EOPNOTSUPP.  The model is updated with what was written.  Returns the
+ * number of bytes written, -1 for EAGAIN, -2 for any other result.
+ */
+static ssize_t nowait_write(int fd, unsigned char *model, size_t off,
+			    size_t len, int extra, uint64_t seed,
+			    const char *what)
+{
+	unsigned char *buf = malloc(len);
+	ssize_t r;
+	int e;
+
+	if (!buf)
+		die("malloc");
+	fill(buf, len, off, seed);
+	r = rw2(fd, buf, len, off, RWF_NOWAIT | extra, 1);
+	e = errno;
+	if (r > 0)
+		memcpy(model + off, buf, r);
+	free(buf);
+	check((r > 0 && (size_t)r <= len) || (r < 0 && e == EAGAIN),
+	      "RWF_NOWAIT%s %s (%zu B at %zu): %s%zd", extra ? "|DONTCACHE" : "",
+	      what, len, off, r < 0 ? strerror(e) : "wrote ",
+	      r < 0 ? (ssize_t)0 : r);
+	if (r < 0)
+		return e == EAGAIN ? -1 : -2;
+	return r;
+}
+
+/* F2FS non-blocking buffered writes: data or EAGAIN, never EINVAL */
+static void test_nowait(void)
+{
+	struct tfile *f = new_file("nowait", 2 * MIB);
+	size_t written = 0;
+	int eagain = 0, i, fd;
+	ssize_t r;
+
+	fill(f->model, f->size, 0, 4242);
+	fd = open_file(f->name, O_RDWR | O_CREAT | O_TRUNC);
+	if (!do_write(fd, f->model, 0, f->size, MIB, 0) || fsync(fd))
+		die("nowait: write");
+
+	/* cached, written back, allocated: the path that can succeed */
+	for (i = 0; i < 16; i++) {
+		r = nowait_write(fd, f->model, i * 64 * KIB, 64 * KIB,
+				 i & 1 ? RWF_DONTCACHE : 0, 100 + i,
+				 "overwrite of cached blocks");
+		if (r > 0)
+			written += r;
+		else if (r == -1)
+			eagain++;
+	}
+	r = nowait_write(fd, f->model, 5000, 1000, 0, 7, "unaligned overwrite");
+	if (r > 0)
+		written += r;
+	else if (r == -1)
+		eagain++;
+	/* not cached: full pages need no read, partial ones do (EAGAIN) */
+	posix_fadvise(fd, MIB, MIB, POSIX_FADV_DONTNEED);
+	r = nowait_write(fd, f->model, MIB, 64 * KIB, 0, 8,
+			 "overwrite of evicted pages");
+	if (r > 0)
+		written += r;
+	else if (r == -1)
+		eagain++;
+	r = nowait_write(fd, f->model, MIB + 100 * KIB + 10, 100, 0, 9,
+			 "partial overwrite of an evicted page");
+	if (r > 0)
+		written += r;
+	else if (r == -1)
+		eagain++;
+	check(written > 0, "RWF_NOWAIT buffered overwrites wrote %zu bytes "
+	      "(%d EAGAIN)", written, eagain);
+
+	/* extending the file or allocating blocks would block: EAGAIN */
+	r = nowait_write(fd, f->model, f->size, 4096, 0, 10, "append");
+	check(r == -1, "RWF_NOWAIT append returns EAGAIN");
+	close(fd);
+	{
+		struct tfile *g = new_file("nowait_new", 4096);
+
+		fd = open_file(g->name, O_RDWR | O_CREAT | O_TRUNC);
+		r = nowait_write(fd, g->model, 0, 4096, 0, 11,
+				 "write to a new file");
+		check(r == -1, "RWF_NOWAIT write to a new file returns EAGAIN");
+		g->size = r > 0 ? (size_t)r : 0;
+		close(fd);
+	}
+
+	fd = open_file(f->name, O_RDONLY);
+	check(do_read_verify(fd, f->model, f->size, 64 * KIB, 0),
+	      "RWF_NOWAIT: file holds what was written");
+	close(fd);
+}
+
 /* after unmount + mount, every file must hold exactly the model data */
 static void verify_after_remount(const char *dev)
 {
@@ -1142,6 +1243,7 @@ int main(int argc, char **argv)
 	test_overwrite_dirty();
 	test_overwrite_writeback();
 	test_ipu(argv[4]);
+	test_nowait();
 	verify_after_remount(argv[3]);
 	print_vmstat("end");
 
