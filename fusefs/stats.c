@@ -260,6 +260,17 @@ static const struct {
 	{ ST_WRITE_CACHED, "write", "cached" },
 };
 
+/* One counter metric with a series per I/O class. */
+static void prom_per_class(FILE *out, const char *metric, enum stat_kind k,
+			   const char *help)
+{
+	prom_head(out, metric, "counter", help);
+	for (int p = POLICY_CACHE; p < NPOLICIES; p++) {
+		prom_start(out, metric, p);
+		fprintf(out, "} %llu\n", (unsigned long long)counters[p][k]);
+	}
+}
+
 static void prom_counters(FILE *out)
 {
 	prom_head(out, "dcfs_bytes_total", "counter",
@@ -271,27 +282,12 @@ static void prom_counters(FILE *out)
 				byte_kinds[i].direction, byte_kinds[i].mode,
 				(unsigned long long)counters[p][byte_kinds[i].kind]);
 		}
-	prom_head(out, "dcfs_opens_total", "counter",
-		  "Regular files opened, by I/O class.");
-	for (int p = POLICY_CACHE; p < NPOLICIES; p++) {
-		prom_start(out, "dcfs_opens_total", p);
-		fprintf(out, "} %llu\n",
-			(unsigned long long)counters[p][ST_OPENED]);
-	}
-	prom_head(out, "dcfs_passthrough_opens_total", "counter",
-		  "Opens served by kernel FUSE passthrough, by I/O class (their reads and writes never reach the daemon, so dcfs_bytes_total does not count them).");
-	for (int p = POLICY_CACHE; p < NPOLICIES; p++) {
-		prom_start(out, "dcfs_passthrough_opens_total", p);
-		fprintf(out, "} %llu\n",
-			(unsigned long long)counters[p][ST_PASSTHROUGH]);
-	}
-	prom_head(out, "dcfs_switches_total", "counter",
-		  "Handles that switched from cached to uncached I/O (class auto, or held back by min_size).");
-	for (int p = POLICY_CACHE; p < NPOLICIES; p++) {
-		prom_start(out, "dcfs_switches_total", p);
-		fprintf(out, "} %llu\n",
-			(unsigned long long)counters[p][ST_SWITCHED]);
-	}
+	prom_per_class(out, "dcfs_opens_total", ST_OPENED,
+		       "Regular files opened, by I/O class.");
+	prom_per_class(out, "dcfs_passthrough_opens_total", ST_PASSTHROUGH,
+		       "Opens served by kernel FUSE passthrough, by I/O class (their reads and writes never reach the daemon, so dcfs_bytes_total does not count them).");
+	prom_per_class(out, "dcfs_switches_total", ST_SWITCHED,
+		       "Handles that switched from cached to uncached I/O (class auto, or held back by min_size).");
 }
 
 static int probe_gauge(int state)
