@@ -273,8 +273,13 @@ static int churn_worker(const char *root, unsigned seed, double end)
 			lstat(a, &st);
 			break;
 		}
-		if (errno == EMFILE || errno == ENFILE || errno == EIO || errno == ENOTCONN)
+		if (errno == EMFILE || errno == ENFILE || errno == EIO || errno == ENOTCONN) {
+			/* say which operation failed, so a rare failure can be chased */
+			if (bad < 5)
+				fprintf(stderr, "churn: op %u on %s (-> %s): %s\n",
+					(r >> 18) % 10, a, b, strerror(errno));
 			bad++;
+		}
 		errno = 0;
 	}
 	return bad > 100 ? 100 : bad;
@@ -313,7 +318,11 @@ START_TEST(scale_random_churn)
 		bad += WIFEXITED(st) ? WEXITSTATUS(st) : 100;
 	}
 	waitpid(direct, NULL, 0);
-	ck_assert_msg(bad == 0, "%d operations failed with EMFILE/EIO/ENOTCONN", bad);
+	if (bad) {
+		char *log = read_file_str(g_s.d.log);
+		ck_assert_msg(bad == 0, "%d operations failed with EMFILE/EIO/ENOTCONN; daemon log: %.3000s",
+			      bad, log);
+	}
 	expect_same_tree("after churn", "c");
 	ck_assert_msg(rm_rf(PM_S("c")) == 0, "rm -rf through the mount: %s", strerror(errno));
 	struct stat st;
