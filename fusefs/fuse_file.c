@@ -216,8 +216,11 @@ static int create_or_open(int dirfd, const char *name, int flags,
 	if (fd < 0 && fdcache_retry(errno))
 		fd = openat(dirfd, name, base | O_CREAT | O_EXCL, mode);
 	*created = fd >= 0;
-	if (fd < 0 && errno == EEXIST && !(flags & O_EXCL))
+	if (fd < 0 && errno == EEXIST && !(flags & O_EXCL)) {
 		fd = openat(dirfd, name, base);
+		if (fd < 0 && fdcache_retry(errno))
+			fd = openat(dirfd, name, base);
+	}
 	return fd < 0 ? -errno : fd;
 }
 

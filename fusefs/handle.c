@@ -265,6 +265,8 @@ int handle_reopen(const struct dcfs_inode *inode)
 	if (!fs || fs->mount_fd < 0 || !inode->handle)
 		return -ESTALE;
 	fd = open_handle(fs->mount_fd, inode->handle);
+	if (fd < 0 && fdcache_retry(-fd))
+		fd = open_handle(fs->mount_fd, inode->handle);
 	if (fd < 0)
 		return fd == -ENOENT ? -ESTALE : fd;
 	if (fstat(fd, &st) < 0 || st.st_ino != inode->ino ||

@@ -255,22 +255,30 @@ int inode_stat(struct dcfs_inode *inode, struct stat *st)
 
 /*
  * An inode number is reused once its file is gone.  If the kernel still
- * holds the old inode (an open, unlinked file), the entry found under the
- * number is a different object: take it out of the table (it lives on
- * until forgotten) so the new file gets an entry of its own.  With file
- * handles the generation in the handle tells; without, the old fd's link
- * count does.
+ * holds the old inode (an open, unlinked file, a directory removed behind
+ * dcfs's back), the entry found under the number is a different object:
+ * take it out of the table (it lives on until forgotten) so the new file
+ * gets an entry of its own.  Answering the old node id with the new
+ * object's attributes would be worse than a miss: the kernel marks an
+ * inode whose type changes bad, and every later use of it fails with EIO.
+ * A different type always tells; with file handles the generation in the
+ * handle does; without, the old fd's link count does (unless the new
+ * object is unlinked already, when there is nothing to compare).
  */
-static bool is_stale(struct dcfs_inode *inode, const struct file_handle *fh)
+static bool is_stale(struct dcfs_inode *inode, const struct stat *st,
+		     const struct file_handle *fh)
 {
-	struct stat st;
+	struct stat old;
 
 	if (inode == &dcfs.root)
 		return false;
+	if (inode->type != (st->st_mode & S_IFMT))
+		return true;
 	if (inode->handle && fh)
 		return !handle_equal(inode->handle, fh);
-	return !inode->handle && fstat(inode->fd, &st) == 0 &&
-	       st.st_nlink == 0;
+	if (inode->handle || st->st_nlink == 0)
+		return false;
+	return fstat(inode->fd, &old) == 0 && old.st_nlink == 0;
 }
 
 /*
@@ -285,7 +293,7 @@ static struct dcfs_inode *inode_get(int fd, const struct stat *st,
 
 	pthread_mutex_lock(&dcfs.table_lock);
 	inode = table_find(st->st_dev, st->st_ino);
-	if (inode && st->st_nlink > 0 && is_stale(inode, fh)) {
+	if (inode && is_stale(inode, st, fh)) {
 		table_remove(inode);
 		if (inode->ghost) {
 			/* Nobody holds it: let it go for good. */
@@ -410,6 +418,8 @@ int inode_lookup_again(struct dcfs_inode *inode, struct fuse_entry_param *e)
 	if (fd < 0)
 		return fd;
 	dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (dup < 0 && fdcache_retry(errno))
+		dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	inode_unpin(inode);
 	if (dup < 0)
 		return -errno;
@@ -427,6 +437,8 @@ int inode_lookup_open_fd(int fd, struct fuse_entry_param *e)
 
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	pfd = open(path, O_PATH | O_CLOEXEC);
+	if (pfd < 0 && fdcache_retry(errno))
+		pfd = open(path, O_PATH | O_CLOEXEC);
 	if (pfd < 0)
 		return -errno;
 	return entry_from_fd(pfd, e);
