@@ -31,6 +31,7 @@ SYSTEMS="nat-buf nat-dc dcfs-cache dcfs-cache-fwd dcfs-auto dcfs-dc dcfs-dc-t1 d
 HOTSYS="nat-buf nat-dc dcfs-dc dcfs-dc-hotnative dcfs-btrfs"
 HOTSYS_ALL="nat-buf nat-dc dcfs-cache dcfs-cache-fwd dcfs-dc dcfs-dc-hotnative dcfs-btrfs"
 DO_STREAM=1 DO_HOT=1 DO_META=1 KEEP=0 REPORT_ONLY=0
+FS=ext4          # filesystem of the native and dcfs rows (btrfs: fallback rows)
 
 usage() {
 	cat <<EOF
@@ -47,6 +48,7 @@ usage: $0 [options]
   --cg-limit S       memory cgroup limit of the hot-set test (default $CG_LIMIT)
   --meta-files "N.." file counts of the metadata test (default "$META_N")
   --bs "LIST"        request sizes (default "$BSLIST")
+  --fs ext4|xfs      filesystem of the native and dcfs rows (default $FS)
   --systems "LIST"   streaming systems (default "$SYSTEMS")
   --hot-systems "L"  hot-set systems (default "$HOTSYS";
                      all: "$HOTSYS_ALL", the --quick default)
@@ -74,6 +76,7 @@ while [ $# -gt 0 ]; do
 	--cg-limit) CG_LIMIT=$2; shift ;;
 	--meta-files) META_N=$2; shift ;;
 	--bs) BSLIST=$2; shift ;;
+	--fs) FS=$2; shift ;;
 	--systems) SYSTEMS=$2; shift ;;
 	--hot-systems) HOTSYS=$2; shift ;;
 	--no-stream) DO_STREAM=0 ;;
@@ -94,7 +97,8 @@ log() { printf '[%s +%4ds] %s\n' "$(date -u +%H:%M:%S)" $((SECONDS)) "$*" >&2; }
 [ "$(id -u)" = 0 ] || die "must run as root (loop devices, drop_caches, cgroups)"
 [ -x "$DCFS_BIN" ] || die "$DCFS_BIN missing (make)"
 [ -x "$IO" ] || die "$IO missing (make)"
-for t in losetup mkfs.ext4 mkfs.btrfs fusermount3 findmnt; do
+case $FS in ext4|xfs) ;; *) die "--fs: ext4 or xfs, not $FS" ;; esac
+for t in losetup mkfs.$FS mkfs.btrfs fusermount3 findmnt; do
 	command -v $t >/dev/null || die "$t not found"
 done
 command -v gnuplot >/dev/null || echo "bench: gnuplot not found, no chart" >&2
@@ -132,7 +136,7 @@ cleanup() {
 	done
 	for i in "${LOOPS[@]}"; do losetup -d "$i"; done
 	for i in "${CGS[@]}"; do [ -d "$i" ] && rmdir "$i"; done
-	[ "$KEEP" = 1 ] || rm -f "$W/ext4.img" "$W/btrfs.img"
+	[ "$KEEP" = 1 ] || rm -f "$W/main.img" "$W/ext4.img" "$W/btrfs.img"
 	rm -rf "$W/tmp"
 	exit $rc
 }
@@ -152,12 +156,15 @@ HZ=$(getconf CLK_TCK)
 
 make_fs() { # kind size dir
 	local img=$W/$1.img loop
+	[ "$1" = btrfs ] || img=$W/main.img
 	rm -f "$img"
 	truncate -s "$2" "$img"
 	loop=$(losetup --direct-io=on -f --show "$img")
 	LOOPS+=("$loop")
 	if [ "$1" = ext4 ]; then
 		mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$loop"
+	elif [ "$1" = xfs ]; then
+		mkfs.xfs -q -f "$loop"
 	else
 		mkfs.btrfs -q -f "$loop" >/dev/null
 	fi
@@ -213,6 +220,20 @@ new_cgroup() { # prints the path of a fresh memory cgroup limited to CG_LIMIT
 	echo "$(bytes "$CG_LIMIT")" > "$cg/memory.limit_in_bytes"
 	echo "$cg"
 }
+open_cgroup() { # NAME: prints the path of a fresh memory cgroup without a limit
+	local cg=$MEMCG_ROOT/dcfs-bench-$$-$1
+	[ -d "$cg" ] && rmdir "$cg"
+	mkdir "$cg"
+	CGS+=("$cg")
+	echo "$cg"
+}
+# Page cache charged to the writer's and to the daemon's memory cgroup is
+# what a write costs in memory, whoever else uses the machine (the system
+# wide ΔCached also counts other people's files): a passthrough write
+# charges one copy to the writer, a forwarded one a copy to each.
+cg_peak_reset() { [ -n "${1:-}" ] && echo 0 > "$1/memory.max_usage_in_bytes"; return 0; }
+cg_usage() { [ -n "${1:-}" ] && cat "$1/memory.usage_in_bytes" || echo 0; }
+cg_peak() { [ -n "${1:-}" ] && cat "$1/memory.max_usage_in_bytes" || echo 0; }
 incg() { # CGROUP CMD... : run CMD inside the cgroup
 	local cg=$1; shift
 	( echo $BASHPID > "$cg/tasks"; exec "$@" )
@@ -234,12 +255,12 @@ watch_stop() { # sets WOUT; not in a subshell: it must reap the sampler
 # sys_setup SYSTEM -> DIR (where the app does I/O), BDIR (backing dir),
 # FLAG (dontcache for native RWF_DONTCACHE), DPID (daemon pid or empty).
 sys_setup() {
-	FLAG="" DPID=""
+	FLAG="" DPID="" DCG=""
 	case $1 in
 	nat-buf) DIR=$E/native BDIR=$DIR ;;
 	nat-dc) DIR=$E/native BDIR=$DIR FLAG=dontcache ;;
-	dcfs-cache) DIR=$M/cache BDIR=$E/cache DPID=$PID_cache ;;
-	dcfs-cache-fwd) DIR=$M/cachefwd BDIR=$E/cachefwd DPID=$PID_cachefwd ;;
+	dcfs-cache) DIR=$M/cache BDIR=$E/cache DPID=$PID_cache DCG=${CG_cache:-} ;;
+	dcfs-cache-fwd) DIR=$M/cachefwd BDIR=$E/cachefwd DPID=$PID_cachefwd DCG=${CG_cachefwd:-} ;;
 	dcfs-auto) DIR=$M/auto BDIR=$E/auto DPID=$PID_auto ;;
 	dcfs-dc) DIR=$M/dc BDIR=$E/dc DPID=$PID_dc ;;
 	dcfs-dc-t1) DIR=$M/dc1 BDIR=$E/dc1 DPID=$PID_dc1 ;;
@@ -277,7 +298,12 @@ one_op_try() {
 	k0=$(kswapd_scan); c0=$(cpu_ticks "$DPID"); x0=$(drops)
 	watch_start
 	if [ "$op" = write ]; then
-		out=$("$IO" write "$DIR/$f" "$size" "$bs" $FLAG fsync) || out=""
+		local wcg d0
+		wcg=$(open_cgroup "w-$rep-$sys-$bs")
+		cg_peak_reset "$DCG"; d0=$(cg_usage "$DCG")
+		out=$(incg "$wcg" "$IO" write "$DIR/$f" "$size" "$bs" $FLAG fsync) || out=""
+		echo "$rep,$sys,$bs,$(( $(cg_peak "$wcg") >> 10 )),$(( ($(cg_peak "$DCG") - d0) >> 10 ))" \
+			>> "$RAW/charge.csv"
 	else
 		out=$("$IO" read "$DIR/$f" "$bs" $FLAG) || out=""
 	fi
@@ -441,6 +467,25 @@ function med(s,   a, b, m, n, i, j, t) {
 	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }'
 
+# charge.csv (rep,sys,bs,writer_kb,daemon_kb) -> $RAW/charge-median.csv:
+# sys,bs,writer_mib,daemon_mib,total_mib
+charge_medians() {
+	[ -s "$RAW/charge.csv" ] || return 0
+	awk -F, "$median_awk"'
+	{ k = $2 "," $3; if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+	  w[k] = w[k] " " $4 / 1024; d[k] = d[k] " " $5 / 1024; t[k] = t[k] " " ($4 + $5) / 1024 }
+	END { for (i = 1; i <= n; i++) { k = order[i]; printf "%s,%.0f,%.0f,%.0f\n", k, med(w[k]), med(d[k]), med(t[k]) } }' \
+		"$RAW/charge.csv" > "$RAW/charge-median.csv"
+}
+
+charge_table() {
+	echo "| system | req | file MiB | writer cgroup peak MiB | daemon cgroup peak MiB | total ÷ file size |"
+	echo "|---|---|---:|---:|---:|---:|"
+	awk -F, '{ mib = ($2 == "4K" ? size4k : size) / 1048576
+		printf "| %s | %s | %d | %s | %s | %.2f |\n", $1, $2, mib, $3, ($1 ~ /^dcfs-cache/ ? $4 : "-"), $5 / mib }' \
+		size="$(bytes "$SIZE")" size4k="$(bytes "$SIZE_4K")" "$RAW/charge-median.csv"
+}
+
 # stream.csv -> $RAW/stream-median.csv: sys,bs,op,mibs,res_b,res_f,dcached_mib,ddirty_mib,kswapd,cpu_s_per_gib
 stream_medians() {
 	awk -F, "$median_awk"'
@@ -536,6 +581,7 @@ label_rows() { # replaces system ids in column 1 with labels
 targets() {
 	awk -F, -v win_pages="$WINDOW_PAGES" '
 	function g(s, b, o, f) { return v[s "," b "," o, f] }
+	FILENAME ~ /charge-median/ { charge[$1 "," $2] = $5; next }
 	{ for (i = 4; i <= NF; i++) v[$1 "," $2 "," $3, i] = $i }
 	function ratio(b, o) { return (g("nat-dc", b, o, 4) > 0 && g("dcfs-dc", b, o, 4) != "") ? g("dcfs-dc", b, o, 4) / g("nat-dc", b, o, 4) : -1 }
 	function row(what, val, goal, ok) {
@@ -550,11 +596,13 @@ targets() {
 		r = g("dcfs-cache", b, o, 4) / g("nat-buf", b, o, 4)
 		row("cache class (passthrough) " b " " o "s vs native buffered", sprintf("%.2f×", r), "≥ 0.95×", r >= 0.95)
 	}
-	function copyrow(b,   mib, d) {
-		if (g("dcfs-cache", b, "write", 7) == "") return
+	function copyrow(b,   mib, d, what) {
 		mib = (b == "4K" ? size4k : size) / 1048576
-		d = g("dcfs-cache", b, "write", 7)
-		row("cache class " b " write: peak ΔCached of a " mib " MiB file", d " MiB", "≤ " sprintf("%.0f", mib * 1.05) " MiB (one copy)", d <= mib * 1.05)
+		what = "peak page cache charged (writer + daemon cgroups)"
+		d = charge["dcfs-cache," b]
+		if (d == "") { d = g("dcfs-cache", b, "write", 7); what = "peak ΔCached (system wide)" }
+		if (d == "") return
+		row("cache class " b " write: " what " of a " mib " MiB file", d " MiB", "≤ " sprintf("%.0f", mib * 1.05) " MiB (one copy)", d <= mib * 1.05)
 	}
 	END {
 		n = split(bslist, B, " ")
@@ -573,10 +621,11 @@ targets() {
 				if (t > max) max = t
 			}
 			if (max < 0) continue
-			if (c == 1) row("dcfs dontcache (ext4): resident pages after close, backing + FUSE (" cases ")", max, "0", max == 0)
+			if (c == 1) row("dcfs dontcache (" fs "): resident pages after close, backing + FUSE (" cases ")", max, "0", max == 0)
 			else row("dcfs fallback (btrfs): resident pages after close, backing + FUSE (" cases ")", max, "≤ " win_pages " (one window)", max <= win_pages)
 		}
-	}' bslist="$BSLIST" size="$(bytes "$SIZE")" size4k="$(bytes "$SIZE_4K")" "$RAW/stream-median.csv"
+	}' bslist="$BSLIST" fs="$FS" size="$(bytes "$SIZE")" size4k="$(bytes "$SIZE_4K")" \
+		"$RAW/charge-median.csv" "$RAW/stream-median.csv"
 }
 
 hot_targets() {
@@ -666,7 +715,7 @@ report() {
 				if [ "$(bytes "$bs")" -lt 65536 ]; then sizes+="$bs: $(fmt_size "$(bytes "$SIZE_4K")"), "
 				else sizes+="$bs: $(fmt_size "$(bytes "$SIZE")"), "; fi
 			done
-			echo "## Streaming on a loop-backed ext4 (btrfs for the fallback row), median of $RUNS run(s)"
+			echo "## Streaming on a loop-backed $FS (btrfs for the fallback row), median of $RUNS run(s)"
 			echo
 			echo "File size per request size: ${sizes%, }.  dcfs rows: the application issues plain"
 			echo "read/write; the class comes from the mount's dcfs.conf.  Ratios are against the"
@@ -680,6 +729,17 @@ report() {
 			echo
 			stream_table read | label_rows
 			echo
+			if [ -s "$RAW/charge-median.csv" ]; then
+				echo "### Page cache a write costs: peaks of the writer's and the daemon's memory cgroups"
+				echo
+				echo "Each writer runs in a fresh memory cgroup, the cache-class daemons in their own; a"
+				echo "passthrough write charges the backing file's pages to the writer (one copy), a forwarded"
+				echo "one the FUSE copy to the writer and the backing copy to the daemon.  Unlike the system"
+				echo "wide ΔCached this does not count other people's files."
+				echo
+				charge_table | label_rows
+				echo
+			fi
 			awk -F, '$12 > 0 { printf "%s%s %s %s", n++ ? ", " : "Runs excluded because someone else dropped the page cache during them: ", $1, $2, $3 " (" $12 ")" } END { if (n) print ".\n" }' "$RAW/stream-median.csv"
 		fi
 		if [ -s "$RAW/hot-median.csv" ]; then
@@ -698,6 +758,7 @@ report() {
 			echo
 			echo "| target | measured | goal | |"
 			echo "|---|---:|---:|---|"
+			[ -e "$RAW/charge-median.csv" ] || : > "$RAW/charge-median.csv"
 			[ -s "$RAW/stream-median.csv" ] && targets
 			[ -s "$RAW/hot-median.csv" ] && hot_targets
 			echo
@@ -725,6 +786,7 @@ if [ "$REPORT_ONLY" = 1 ]; then
 	trap - EXIT
 	[ -r "$RAW/params.sh" ] && . "$RAW/params.sh"
 	[ -s "$RAW/stream.csv" ] && stream_medians
+	charge_medians
 	[ -s "$RAW/hot.csv" ] && hot_medians
 	chart || log "gnuplot failed"
 	report
@@ -738,7 +800,7 @@ DCFS_ID="sha256 $(sha256sum "$DCFS_BIN" | cut -c1-12), tree $(git -C "$REPO" des
 log "mode $MODE, output $OUT, dcfs $DCFS_BIN ($DCFS_ID)"
 DCFS_BIN=$W/bin/dcfs IO=$W/bin/dcfs-io
 write_conf
-make_fs ext4 "$( [ $MODE = quick ] && echo 8G || echo 16G )" "$E"
+make_fs "$FS" "$( [ $MODE = quick ] && echo 8G || echo 16G )" "$E"
 case " $SYSTEMS $HOTSYS " in *btrfs*)
 	[ $DO_STREAM = 1 ] || [ $DO_HOT = 1 ] &&
 		make_fs btrfs "$( [ $MODE = quick ] && echo 6G || echo 14G )" "$B" ;;
@@ -750,17 +812,18 @@ NOFILE=$(cat /proc/sys/fs/nr_open 2>/dev/null || echo 1048576)
 ulimit -Hn "$NOFILE" 2>/dev/null && ulimit -Sn "$NOFILE" 2>/dev/null ||
 	log "warning: could not raise RLIMIT_NOFILE ($(ulimit -n)); the metadata test may hit EMFILE in dcfs"
 rm -f "$OUT/bench.png"
-[ $DO_STREAM = 1 ] && rm -f "$RAW"/stream*.csv
+[ $DO_STREAM = 1 ] && rm -f "$RAW"/stream*.csv "$RAW"/charge*.csv
 [ $DO_HOT = 1 ] && rm -f "$RAW"/hot*.csv
 [ $DO_META = 1 ] && rm -f "$RAW"/meta*.csv
-for v in DCFS_ID MODE RUNS SIZE SIZE_4K HOT STREAM HOT_RUNS CG_LIMIT META_N META_RUNS BSLIST SYSTEMS HOTSYS ARGS; do
+for v in DCFS_ID FS MODE RUNS SIZE SIZE_4K HOT STREAM HOT_RUNS CG_LIMIT META_N META_RUNS BSLIST SYSTEMS HOTSYS ARGS; do
 	printf '%s=%q\n' $v "${!v}"
 done > "$RAW/params.sh"
 
 if [ $DO_STREAM = 1 ]; then
-	start_dcfs cache "$W/conf/cache.conf" "$E/cache" "$M/cache" ""
+	CG_cache=$(open_cgroup d-cache) CG_cachefwd=$(open_cgroup d-cachefwd)
+	start_dcfs cache "$W/conf/cache.conf" "$E/cache" "$M/cache" "$CG_cache"
 	case " $SYSTEMS " in *" dcfs-cache-fwd "*)
-		start_dcfs cachefwd "$W/conf/cache.conf" "$E/cachefwd" "$M/cachefwd" "" nopassthrough ;; esac
+		start_dcfs cachefwd "$W/conf/cache.conf" "$E/cachefwd" "$M/cachefwd" "$CG_cachefwd" nopassthrough ;; esac
 	case " $SYSTEMS " in *" dcfs-auto "*)
 		start_dcfs auto "$W/conf/auto.conf" "$E/auto" "$M/auto" "" ;; esac
 	start_dcfs dc "$W/conf/dontcache.conf" "$E/dc" "$M/dc" ""
@@ -778,6 +841,7 @@ if [ $DO_STREAM = 1 ]; then
 		fi
 	done
 	stream_medians
+	charge_medians
 fi
 if [ $DO_HOT = 1 ]; then
 	log "hot-set part: $HOTSYS × $HOT_RUNS runs"
