@@ -321,6 +321,7 @@ one_op_try() {
 	x1=$(drops)
 	[ "$x1" = "$x0" ] || { ext=1; log "warning: someone dropped the page cache during this run: excluded"; }
 	set -- $out; local nb=$1 secs=$2 mibs=$3
+	echo "$rep,$sys,$bs,$op,$nb,${4:--},$((c1 - c0)),$ext" >> "$RAW/cpu.csv"
 	local dcached=- ddirty=-
 	[ -n "$w" ] && { set -- $w; dcached=$(($3 - $1)) ddirty=$(($4 - $2)); }
 	echo "$rep,$sys,$bs,$op,$nb,$secs,$mibs,$rb,$rf,$dcached,$ddirty,$((k1 - k0)),$((c1 - c0)),$ext" \
@@ -484,6 +485,28 @@ charge_table() {
 	awk -F, '{ mib = ($2 == "4K" ? size4k : size) / 1048576
 		printf "| %s | %s | %d | %s | %s | %.2f |\n", $1, $2, mib, $3, ($1 ~ /^dcfs-cache/ ? $4 : "-"), $5 / mib }' \
 		size="$(bytes "$SIZE")" size4k="$(bytes "$SIZE_4K")" "$RAW/charge-median.csv"
+}
+
+# cpu.csv (rep,sys,bs,op,bytes,app_cpu_s,daemon_ticks,disturbed) ->
+# $RAW/cpu-median.csv: sys,bs,op,app_s_per_gib,daemon_s_per_gib,total
+cpu_medians() {
+	[ -s "$RAW/cpu.csv" ] || return 0
+	awk -F, "$median_awk"'
+	$6 == "-" || $8 == 1 { next }
+	{ k = $2 "," $3 "," $4; if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+	  g = $5 / 1073741824; a[k] = a[k] " " $6 / g; d[k] = d[k] " " ($7 / hz) / g
+	  t[k] = t[k] " " ($6 + $7 / hz) / g }
+	END { for (i = 1; i <= n; i++) { k = order[i]; printf "%s,%.3f,%.3f,%.3f\n", k, med(a[k]), med(d[k]), med(t[k]) } }' \
+		hz="$HZ" "$RAW/cpu.csv" > "$RAW/cpu-median.csv"
+}
+
+cpu_table() {
+	echo "| system | req | op | application CPU s/GiB | daemon CPU s/GiB | total CPU s/GiB | total × native buffered |"
+	echo "|---|---|---|---:|---:|---:|---:|"
+	awk -F, 'FNR == NR { if ($1 == "nat-buf") nb[$2 "," $3] = $6; next }
+	{ r = (nb[$2 "," $3] > 0) ? sprintf("%.2f", $6 / nb[$2 "," $3]) : "-"
+	  printf "| %s | %s | %s | %.3f | %s | %.3f | %s |\n", $1, $2, $3, $4, ($1 ~ /^dcfs/ ? sprintf("%.3f", $5) : "-"), $6, r }' \
+		"$RAW/cpu-median.csv" "$RAW/cpu-median.csv"
 }
 
 # stream.csv -> $RAW/stream-median.csv: sys,bs,op,mibs,res_b,res_f,dcached_mib,ddirty_mib,kswapd,cpu_s_per_gib
@@ -729,6 +752,16 @@ report() {
 			echo
 			stream_table read | label_rows
 			echo
+			if [ -s "$RAW/cpu-median.csv" ]; then
+				echo "### CPU per GiB moved: the application's own and the daemon's"
+				echo
+				echo "Throughput on a shared machine moves with other people's load; the CPU an operation"
+				echo "costs moves much less.  With kernel passthrough the FUSE I/O runs in the application's"
+				echo "context, so its CPU time is the whole cost; forwarded and streaming I/O add the daemon's."
+				echo
+				cpu_table | label_rows
+				echo
+			fi
 			if [ -s "$RAW/charge-median.csv" ]; then
 				echo "### Page cache a write costs: peaks of the writer's and the daemon's memory cgroups"
 				echo
@@ -787,6 +820,7 @@ if [ "$REPORT_ONLY" = 1 ]; then
 	[ -r "$RAW/params.sh" ] && . "$RAW/params.sh"
 	[ -s "$RAW/stream.csv" ] && stream_medians
 	charge_medians
+	cpu_medians
 	[ -s "$RAW/hot.csv" ] && hot_medians
 	chart || log "gnuplot failed"
 	report
@@ -812,7 +846,7 @@ NOFILE=$(cat /proc/sys/fs/nr_open 2>/dev/null || echo 1048576)
 ulimit -Hn "$NOFILE" 2>/dev/null && ulimit -Sn "$NOFILE" 2>/dev/null ||
 	log "warning: could not raise RLIMIT_NOFILE ($(ulimit -n)); the metadata test may hit EMFILE in dcfs"
 rm -f "$OUT/bench.png"
-[ $DO_STREAM = 1 ] && rm -f "$RAW"/stream*.csv "$RAW"/charge*.csv
+[ $DO_STREAM = 1 ] && rm -f "$RAW"/stream*.csv "$RAW"/charge*.csv "$RAW"/cpu*.csv
 [ $DO_HOT = 1 ] && rm -f "$RAW"/hot*.csv
 [ $DO_META = 1 ] && rm -f "$RAW"/meta*.csv
 for v in DCFS_ID FS MODE RUNS SIZE SIZE_4K HOT STREAM HOT_RUNS CG_LIMIT META_N META_RUNS BSLIST SYSTEMS HOTSYS ARGS; do
@@ -842,6 +876,7 @@ if [ $DO_STREAM = 1 ]; then
 	done
 	stream_medians
 	charge_medians
+	cpu_medians
 fi
 if [ $DO_HOT = 1 ]; then
 	log "hot-set part: $HOTSYS × $HOT_RUNS runs"

@@ -46,18 +46,18 @@ printf '%-34s %10s %18s\n' "step" "MiB/s" "page cache after"
 
 sync; echo 3 > /proc/sys/vm/drop_caches
 r=$("$io" write "$work/fs/media/native.mkv" "$size" 1M fsync)
-printf '%-34s %10s %14s MiB\n' "write natively (buffered)" "${r##* }" "$(mib "$(resident "$work/fs/media/native.mkv")")"
+printf '%-34s %10s %14s MiB\n' "write natively (buffered)" "$(echo "$r" | cut -d" " -f3)" "$(mib "$(resident "$work/fs/media/native.mkv")")"
 sync; echo 3 > /proc/sys/vm/drop_caches
 r=$("$io" read "$work/fs/media/native.mkv" 1M)
-printf '%-34s %10s %14s MiB\n' "read natively (buffered)" "${r##* }" "$(mib "$(resident "$work/fs/media/native.mkv")")"
+printf '%-34s %10s %14s MiB\n' "read natively (buffered)" "$(echo "$r" | cut -d" " -f3)" "$(mib "$(resident "$work/fs/media/native.mkv")")"
 
 r=$("$io" write "$work/mnt/Movie.mkv" "$size" 1M fsync)
 settle "$work/fs/media/Movie.mkv"
-printf '%-34s %10s %14s MiB\n' "write through dcfs" "${r##* }" "$(mib "$(resident "$work/fs/media/Movie.mkv")")"
+printf '%-34s %10s %14s MiB\n' "write through dcfs" "$(echo "$r" | cut -d" " -f3)" "$(mib "$(resident "$work/fs/media/Movie.mkv")")"
 sync; echo 3 > /proc/sys/vm/drop_caches
 r=$("$io" read "$work/mnt/Movie.mkv" 1M)
 settle "$work/fs/media/Movie.mkv"
-printf '%-34s %10s %14s MiB\n' "read through dcfs" "${r##* }" "$(mib "$(resident "$work/fs/media/Movie.mkv")")"
+printf '%-34s %10s %14s MiB\n' "read through dcfs" "$(echo "$r" | cut -d" " -f3)" "$(mib "$(resident "$work/fs/media/Movie.mkv")")"
 
 echo
 echo "getfattr -n user.dcfs.policy Movie.mkv:"
