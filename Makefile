@@ -22,7 +22,7 @@ STD      := -std=gnu11
 # Debian packages needed to build and test; installed on demand by `deps`.
 DEB_PACKAGES := libfuse3-dev fuse3 check pkg-config libinih-dev xfsprogs \
 	btrfs-progs e2fsprogs attr acl util-linux groff-base clang \
-	libclang-rt-14-dev gnuplot-nox samba smbclient iproute2 systemd
+	libclang-rt-14-dev gnuplot-nox samba smbclient iproute2 systemd stress-ng
 
 FUSE_CFLAGS = $(shell $(PKG_CONFIG) --cflags fuse3 2>/dev/null)
 FUSE_LIBS   = $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null)
@@ -36,7 +36,7 @@ TEST_SRCS   := $(wildcard tests/*.c)
 B := build
 DAEMON_OBJS := $(patsubst fusefs/%.c,$(B)/obj/%.o,$(DAEMON_SRCS))
 
-.PHONY: all deps check check-asan fuzz demo bench install uninstall clean man-check units-check
+.PHONY: all deps check check-asan fuzz demo bench stress install uninstall clean man-check units-check
 
 # systemd units (fusefs/systemd/*.in): `make install` fills in the install
 # paths of that invocation (so PREFIX given only to install is honoured);
@@ -107,6 +107,12 @@ demo: deps all
 
 bench: deps all
 	tests/bench/bench.sh $(BENCH_ARGS)
+
+# Held-out style stress (not part of check: ~6 min per run): every
+# stress-ng filesystem stressor as an unprivileged user on a real mount.
+stress: deps all
+	tests/stress/stress.sh --fs xfs --class cache $(STRESS_ARGS)
+	tests/stress/stress.sh --fs ext4 --class dontcache $(STRESS_ARGS)
 
 # The same suites against a daemon built with AddressSanitizer and UBSan;
 # the harness fails a test on any sanitizer report in the daemon's log.
