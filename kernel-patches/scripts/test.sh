@@ -2,7 +2,9 @@
 # make test / test-control / test-kasan: boot a UML kernel on F2FS and run
 # test/dontcache_test.c in it.
 #
-#   test.sh patched   F2FS on ubd (full test + unlink/truncate/umount race),
+#   test.sh patched   F2FS on ubd (full test + unlink/truncate/umount race
+#                     + write/delete/GC workload + fsck.f2fs), the same on
+#                     an image made with mkfs.f2fs -s 128,
 #                     F2FS on null_blk with irqmode 0, 1 and 2 (residency
 #                     checks), the raw ubd device, ext2, exFAT and ext4
 #                     (blockfs), then dcfs over F2FS (gating; skipped only if
@@ -61,8 +63,22 @@ kasan)
 patched)
 	# 1. the F2FS proof on ubd (completes in the ubd interrupt handler)
 	make_f2fs_image "$RUN/f2fs.img" 1G
-	uml_boot "$KERNEL" patched run "$RUN" "$RUN/f2fs.img" 900
+	UML_EXTRA="T_GCWORK=1" \
+		uml_boot "$KERNEL" patched run "$RUN" "$RUN/f2fs.img" 900
+	f2fs_image_clean "$RUN/f2fs.img" "$RUN/patched.fsck" ||
+		echo fsck > "$RUN/patched.rc"
 	stage patched
+
+	# 1b. the same on large sections (mkfs.f2fs -s 128: 256 MiB sections,
+	#     so an 8 GiB sparse image) with more rounds of the GC workload:
+	#     the per-section ckpt_valid_blocks cache (CONFIG_F2FS_CHECK_FS
+	#     cross-checks it in the guest), fsck.f2fs on the host afterwards
+	make_f2fs_image "$RUN/f2fs.img" 8G -s 128
+	UML_EXTRA="T_GCWORK=3" \
+		uml_boot "$KERNEL" f2fs-s128 run "$RUN" "$RUN/f2fs.img" 900
+	f2fs_image_clean "$RUN/f2fs.img" "$RUN/f2fs-s128.fsck" ||
+		echo fsck > "$RUN/f2fs-s128.rc"
+	stage f2fs-s128
 
 	# 2. F2FS on memory-backed null_blk: completion in the submitter's
 	#    context (irqmode=0), in softirq (1) and from a timer (2)

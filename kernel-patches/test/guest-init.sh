@@ -7,6 +7,7 @@
 #   T_DEV    block device holding the F2FS (default /dev/ubda)
 #   T_MKFS   1: make the F2FS on T_DEV first (e.g. a null_blk device)
 #   T_RACE   rounds of the unlink/truncate/umount race after "run" (3)
+#   T_GCWORK rounds of the write/delete/GC workload after the race (0)
 # Results: $T_RUN/$T_NAME.out (program output), $T_NAME.rc (exit status),
 # $T_NAME.dmesg (kernel log).  The guest powers off at the end.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -47,6 +48,10 @@ elif mount -t f2fs "$dev" "$mnt" >> "$out" 2>&1; then
 		rc=$?
 		"$bin/dontcache_test" race "$mnt" "$dev" "${T_RACE:-3}" \
 			>> "$out" 2>&1 || rc=1
+		if [ "${T_GCWORK:-0}" -gt 0 ]; then
+			"$bin/dontcache_test" gcwork "$mnt" "$dev" "$T_GCWORK" \
+				>> "$out" 2>&1 || rc=1
+		fi
 		;;
 	quick)
 		"$bin/dontcache_test" quick "$mnt" >> "$out" 2>&1
