@@ -6,8 +6,8 @@
 #                     + write/delete/GC workload + fsck.f2fs), the same on
 #                     an image made with mkfs.f2fs -s 128,
 #                     F2FS on null_blk with irqmode 0, 1 and 2 (residency
-#                     checks), the raw ubd device, ext2, exFAT and ext4
-#                     (blockfs), then dcfs over F2FS (gating; skipped only if
+#                     checks), the raw ubd device, ext2, exFAT, ext4 and
+#                     xfs (blockfs), then dcfs over F2FS (gating; skipped only if
 #                     build/dcfs is missing or lacks the dontcache class)
 #   test.sh control   unpatched kernel: RWF_DONTCACHE must fail (EOPNOTSUPP)
 #   test.sh kasan     CONFIG_KASAN kernel: full test + a longer race
@@ -91,14 +91,15 @@ null_blk.memory_backed=1 null_blk.gb=1 null_blk.bs=4096 null_blk.irqmode=$irq" \
 		stage "nullblk-irq$irq"
 	done
 
-	# 3. the raw block device, ext2 and exFAT (opted in), ext4 (not)
+	# 3. the raw block device, ext2, exFAT, ext4 and xfs
 	truncate -s 0 "$RUN/raw.img"
 	truncate -s 64M "$RUN/raw.img"
 	make_blockfs_images "$RUN"
-	UML_EXTRA="ubd1=$RUN/ext2.img ubd2=$RUN/exfat.img ubd3=$RUN/ext4.img" \
+	UML_EXTRA="ubd1=$RUN/ext2.img ubd2=$RUN/exfat.img ubd3=$RUN/ext4.img
+ubd4=$RUN/xfs.img" \
 		uml_boot "$KERNEL" blockfs blockfs "$RUN" "$RUN/raw.img" 600
 	stage blockfs
-	rm -f "$RUN"/{raw,ext2,exfat,ext4}.img
+	rm -f "$RUN"/{raw,ext2,exfat,ext4,xfs}.img
 
 	# 4. dcfs over F2FS inside the patched guest
 	DCFS=$KP_DIR/../build/dcfs

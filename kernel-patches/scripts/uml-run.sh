@@ -27,13 +27,14 @@ f2fs_image_clean() {
 # ext2, exFAT and ext4 images for the blockfs stage, in directory $1
 make_blockfs_images() {
 	local d=$1 fs
-	for fs in ext2 exfat ext4; do
+	for fs in ext2 exfat ext4 xfs; do
 		rm -f "$d/$fs.img"
-		truncate -s 256M "$d/$fs.img"
+		truncate -s 512M "$d/$fs.img"
 	done
 	mkfs.ext2 -q -F "$d/ext2.img" >/dev/null || die "mkfs.ext2 failed"
 	mkfs.exfat "$d/exfat.img" >/dev/null || die "mkfs.exfat failed"
 	mkfs.ext4 -q -F "$d/ext4.img" >/dev/null || die "mkfs.ext4 failed"
+	mkfs.xfs -q -f "$d/xfs.img" >/dev/null || die "mkfs.xfs failed"
 }
 
 # uml_boot KERNEL NAME MODE RUN IMAGE TIMEOUT [MEM]
