@@ -1,7 +1,9 @@
 #!/bin/sh
 # PID 1 of the UML guest (root is the host's / on hostfs).  Parameters come
 # from the kernel command line as environment variables:
-#   T_MODE   run | quick | control | bench | dcfs | blockfs
+#   T_MODE   run | quick | control | bench | dcfs | blockfs | script
+#   T_SCRIPT (T_MODE=script) the script in T_RUN to run; it sets up its own
+#            devices, nothing is mounted first
 #   T_RUN    host directory for results (visible through hostfs)
 #   T_NAME   name used for result files
 #   T_DEV    block device holding the F2FS (default /dev/ubda)
@@ -36,7 +38,11 @@ if [ "${T_MKFS:-0}" = 1 ]; then
 	echo "guest: mkfs.f2fs $dev ($(cat /sys/block/${dev#/dev/}/queue/logical_block_size)-byte blocks)" >> "$out"
 	mkfs.f2fs -q -f -O extra_attr,compression "$dev" >> "$out" 2>&1
 fi
-if [ "$T_MODE" = blockfs ]; then
+if [ "$T_MODE" = script ]; then
+	# a benchmark script that sets up its own devices (scripts/bench-seeds.sh)
+	"$T_RUN/$T_SCRIPT" "$bin" "$mnt" >> "$out" 2>&1
+	rc=$?
+elif [ "$T_MODE" = blockfs ]; then
 	# raw ubd device and the buffer_head file systems (no F2FS)
 	"$kp/test/blockfs-guest.sh" "$bin" "$mnt" >> "$out" 2>&1
 	rc=$?
