@@ -81,12 +81,12 @@ for s in $seeds; do
 		;;
 	001)
 		# the seed's null_blk: memory-backed, hw_queue_depth 64,
-		# max_sectors 512; 8 GiB so that -s 128 has enough sections
+		# max_sectors 512; 16 GiB: -s 128 reserves 7 GiB for GC
 		for k in before after; do
 			kern=$AFTER
 			[ $k = before ] && kern=$BEFORE
 			boot "seed001-$k" "$kern" $k 4G B_SEED=001 $nullblk \
-				null_blk.gb=8 null_blk.irqmode=1 \
+				null_blk.gb=16 null_blk.irqmode=1 \
 				null_blk.hw_queue_depth=64 null_blk.max_sectors=512
 		done
 		;;

@@ -70,10 +70,11 @@ patched)
 	stage patched
 
 	# 1b. the same on large sections (mkfs.f2fs -s 128: 256 MiB sections,
-	#     so an 8 GiB sparse image) with more rounds of the GC workload:
+	#     and 7 GiB of GC reserve, so a 16 GiB sparse image) with more
+#     rounds of the write/delete/GC workload:
 	#     the per-section ckpt_valid_blocks cache (CONFIG_F2FS_CHECK_FS
 	#     cross-checks it in the guest), fsck.f2fs on the host afterwards
-	make_f2fs_image "$RUN/f2fs.img" 8G -s 128
+	make_f2fs_image "$RUN/f2fs.img" 16G -s 128
 	UML_EXTRA="T_GCWORK=3" \
 		uml_boot "$KERNEL" f2fs-s128 run "$RUN" "$RUN/f2fs.img" 900
 	f2fs_image_clean "$RUN/f2fs.img" "$RUN/f2fs-s128.fsck" ||

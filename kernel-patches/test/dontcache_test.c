@@ -1215,10 +1215,13 @@ static int quick(void)
  * (invalidating blocks all over the sections the round filled), writes a
  * checkpoint, runs foreground GC (F2FS_IOC_GARBAGE_COLLECT, sync) until it
  * finds no victim or GC_CALLS calls, writes a checkpoint, remounts and
- * checks every surviving file.  With CONFIG_F2FS_CHECK_FS the kernel
- * cross-checks its per-section counters on every block update; fsck.f2fs
- * on the host checks the image afterwards.  Expected contents are
- * regenerated from the seeds, so the guest needs no copy of the data.
+ * checks every surviving file.  Whether a round's GC finds a victim
+ * depends on where the writes landed (with 256 MiB sections often not),
+ * so only the total over all rounds must be > 0.  With
+ * CONFIG_F2FS_CHECK_FS the kernel cross-checks its per-section counters
+ * on every block update; fsck.f2fs on the host checks the image
+ * afterwards.  Expected contents are regenerated from the seeds, so the
+ * guest needs no copy of the data.
  */
 #define F2FS_IOC_GARBAGE_COLLECT _IOW(0xf5, 6, uint32_t)
 #define F2FS_IOC_WRITE_CHECKPOINT _IO(0xf5, 7)
@@ -1255,7 +1258,8 @@ static int gcwork(const char *dev, int rounds)
 	const char *base = strrchr(dev, '/') ? strrchr(dev, '/') + 1 : dev;
 	unsigned char *model = malloc(GC_FILE_SIZE);
 	unsigned char *buf = malloc(GC_FILE_SIZE + PAGE);
-	int r, i, calls, ok_calls, fd, err;
+	int r, i, calls, ok_calls, fd, err, gc_err;
+	long long fg_moved = 0;
 	char name[32];
 
 	if (!model || !buf)
@@ -1303,10 +1307,12 @@ static int gcwork(const char *dev, int rounds)
 		check(!ioctl(fd, F2FS_IOC_WRITE_CHECKPOINT),
 		      "gcwork round %d: checkpoint", r);
 		ok_calls = 0;
+		gc_err = 0;
 		for (calls = 0; calls < GC_CALLS; calls++) {
 			uint32_t sync_gc = 1;
 
 			if (ioctl(fd, F2FS_IOC_GARBAGE_COLLECT, &sync_gc)) {
+				gc_err = errno;
 				if (errno != ENODATA && errno != EAGAIN &&
 				    errno != EBUSY)
 					check(0, "gcwork round %d: GC: %s", r,
@@ -1315,14 +1321,15 @@ static int gcwork(const char *dev, int rounds)
 			}
 			ok_calls++;
 		}
+		moved1 = f2fs_stat(base, "moved_blocks_foreground");
+		printf("info: gcwork round %d: %d foreground GC calls succeeded (then: %s), moved_blocks_foreground %lld -> %lld\n",
+		       r, ok_calls, gc_err ? strerror(gc_err) : "-", moved0,
+		       moved1);
+		if (moved1 > moved0)
+			fg_moved += moved1 - moved0;
 		check(!ioctl(fd, F2FS_IOC_WRITE_CHECKPOINT),
 		      "gcwork round %d: checkpoint after GC", r);
 		close(fd);
-		moved1 = f2fs_stat(base, "moved_blocks_foreground");
-		printf("info: gcwork round %d: %d GC calls succeeded, moved_blocks_foreground %lld -> %lld\n",
-		       r, ok_calls, moved0, moved1);
-		check(ok_calls > 0 && (moved0 < 0 || moved1 > moved0),
-		      "gcwork round %d: foreground GC moved blocks", r);
 
 		/* remount, then every surviving file of every round */
 		if (umount(mnt))
@@ -1350,6 +1357,9 @@ static int gcwork(const char *dev, int rounds)
 		check(!err, "gcwork round %d: after remount all %d surviving files intact",
 		      r, (r + 1) * GC_FILES / 2);
 	}
+	/* whether a given round finds a victim depends on the layout */
+	check(fg_moved > 0, "gcwork: foreground GC moved %lld blocks over %d rounds",
+	      fg_moved, rounds);
 	free(model);
 	free(buf);
 	printf("%d passed, %d failed\n", passed, failed);
