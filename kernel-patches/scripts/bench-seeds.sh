@@ -81,13 +81,15 @@ for s in $seeds; do
 		;;
 	001)
 		# the seed's null_blk: memory-backed, hw_queue_depth 64,
-		# max_sectors 512; 16 GiB: -s 128 reserves 7 GiB for GC
+		# max_sectors 512; 16 GiB: -s 128 reserves 7 GiB for GC;
+		# discard, so that mkfs gives the previous run's memory back
 		for k in before after; do
 			kern=$AFTER
 			[ $k = before ] && kern=$BEFORE
 			boot "seed001-$k" "$kern" $k 4G B_SEED=001 $nullblk \
 				null_blk.gb=16 null_blk.irqmode=1 \
-				null_blk.hw_queue_depth=64 null_blk.max_sectors=512
+				null_blk.hw_queue_depth=64 null_blk.max_sectors=512 \
+				null_blk.discard=1
 		done
 		;;
 	*)

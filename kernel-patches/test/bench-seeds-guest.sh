@@ -101,22 +101,25 @@ case $B_SEED in
 	umount "$mnt"
 	;;
 001)
+	# a fresh file system for every run: mkfs.f2fs discards the whole
+	# device, which is what gives null_blk's memory back (fstrim on a
+	# -s 128 file system does not free enough; the guest ran out of
+	# memory in the third round)
 	for s in ${B_MKFS_S:-1 128}; do
-		mkfs.f2fs -q -f -s "$s" /dev/nullb0 > /dev/null || exit 1
-		mount -t f2fs /dev/nullb0 "$mnt" || exit 1
 		r=1
 		while [ $r -le "$rounds" ]; do
-			rm -f "$mnt/seq_write"
+			echo "cmd: mkfs.f2fs -q -f -s $s /dev/nullb0"
+			mkfs.f2fs -q -f -s "$s" /dev/nullb0 > /dev/null || exit 1
+			mount -t f2fs /dev/nullb0 "$mnt" || exit 1
 			drop
 			runfio "$T_RUN/fio-001-$k-s$s-$r.json" --bs=512k \
 				--size=1536M --rw=write --name=1 \
 				--filename="$mnt/seq_write" --ioengine=io_uring \
 				--iodepth=64 --end_fsync=1
 			echo "F1 kernel=$k round=$r segs_per_sec=$s json=fio-001-$k-s$s-$r.json"
+			umount "$mnt"
 			r=$((r + 1))
 		done
-		rm -f "$mnt/seq_write"
-		umount "$mnt"
 	done
 	;;
 *)
