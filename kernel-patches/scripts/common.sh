@@ -15,7 +15,7 @@ die() { printf '[kernel-patches] ERROR: %s\n' "$*" >&2; exit 1; }
 ensure_deps() {
 	local pkgs=(linux-source-6.12 f2fs-tools flex bison bc libelf-dev
 		    libssl-dev build-essential git perl python3 xz-utils
-		    kmod cpio e2fsprogs exfatprogs)
+		    kmod cpio e2fsprogs exfatprogs xfsprogs)
 	local missing=() p
 	for p in "${pkgs[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null |

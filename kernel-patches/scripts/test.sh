@@ -2,10 +2,12 @@
 # make test / test-control / test-kasan: boot a UML kernel on F2FS and run
 # test/dontcache_test.c in it.
 #
-#   test.sh patched   F2FS on ubd (full test + unlink/truncate/umount race),
+#   test.sh patched   F2FS on ubd (full test + unlink/truncate/umount race
+#                     + write/delete/GC workload + fsck.f2fs), the same on
+#                     an image made with mkfs.f2fs -s 128,
 #                     F2FS on null_blk with irqmode 0, 1 and 2 (residency
-#                     checks), the raw ubd device, ext2, exFAT and ext4
-#                     (blockfs), then dcfs over F2FS (gating; skipped only if
+#                     checks), the raw ubd device, ext2, exFAT, ext4 and
+#                     xfs (blockfs), then dcfs over F2FS (gating; skipped only if
 #                     build/dcfs is missing or lacks the dontcache class)
 #   test.sh control   unpatched kernel: RWF_DONTCACHE must fail (EOPNOTSUPP)
 #   test.sh kasan     CONFIG_KASAN kernel: full test + a longer race
@@ -61,8 +63,23 @@ kasan)
 patched)
 	# 1. the F2FS proof on ubd (completes in the ubd interrupt handler)
 	make_f2fs_image "$RUN/f2fs.img" 1G
-	uml_boot "$KERNEL" patched run "$RUN" "$RUN/f2fs.img" 900
+	UML_EXTRA="T_GCWORK=1" \
+		uml_boot "$KERNEL" patched run "$RUN" "$RUN/f2fs.img" 900
+	f2fs_image_clean "$RUN/f2fs.img" "$RUN/patched.fsck" ||
+		echo fsck > "$RUN/patched.rc"
 	stage patched
+
+	# 1b. the same on large sections (mkfs.f2fs -s 128: 256 MiB sections,
+	#     and 7 GiB of GC reserve, so a 16 GiB sparse image) with more
+#     rounds of the write/delete/GC workload:
+	#     the per-section ckpt_valid_blocks cache (CONFIG_F2FS_CHECK_FS
+	#     cross-checks it in the guest), fsck.f2fs on the host afterwards
+	make_f2fs_image "$RUN/f2fs.img" 16G -s 128
+	UML_EXTRA="T_GCWORK=3" \
+		uml_boot "$KERNEL" f2fs-s128 run "$RUN" "$RUN/f2fs.img" 900
+	f2fs_image_clean "$RUN/f2fs.img" "$RUN/f2fs-s128.fsck" ||
+		echo fsck > "$RUN/f2fs-s128.rc"
+	stage f2fs-s128
 
 	# 2. F2FS on memory-backed null_blk: completion in the submitter's
 	#    context (irqmode=0), in softirq (1) and from a timer (2)
@@ -75,14 +92,15 @@ null_blk.memory_backed=1 null_blk.gb=1 null_blk.bs=4096 null_blk.irqmode=$irq" \
 		stage "nullblk-irq$irq"
 	done
 
-	# 3. the raw block device, ext2 and exFAT (opted in), ext4 (not)
+	# 3. the raw block device, ext2, exFAT, ext4 and xfs
 	truncate -s 0 "$RUN/raw.img"
 	truncate -s 64M "$RUN/raw.img"
 	make_blockfs_images "$RUN"
-	UML_EXTRA="ubd1=$RUN/ext2.img ubd2=$RUN/exfat.img ubd3=$RUN/ext4.img" \
+	UML_EXTRA="ubd1=$RUN/ext2.img ubd2=$RUN/exfat.img ubd3=$RUN/ext4.img
+ubd4=$RUN/xfs.img" \
 		uml_boot "$KERNEL" blockfs blockfs "$RUN" "$RUN/raw.img" 600
 	stage blockfs
-	rm -f "$RUN"/{raw,ext2,exfat,ext4}.img
+	rm -f "$RUN"/{raw,ext2,exfat,ext4,xfs}.img
 
 	# 4. dcfs over F2FS inside the patched guest
 	DCFS=$KP_DIR/../build/dcfs

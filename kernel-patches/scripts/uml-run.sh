@@ -3,23 +3,38 @@
 # test/guest-init.sh as PID 1.  Sourced by test.sh and bench.sh.
 
 # f2fs image with compression support (used by the compressed-file check)
-make_f2fs_image() {	# $1 = path, $2 = size
-	rm -f "$1"
-	truncate -s "$2" "$1"
-	mkfs.f2fs -q -f -O extra_attr,compression "$1" >/dev/null ||
-		die "mkfs.f2fs failed"
+make_f2fs_image() {	# $1 = path, $2 = size, $3... = more mkfs.f2fs options
+	local img=$1 size=$2
+	shift 2
+	rm -f "$img"
+	truncate -s "$size" "$img"
+	mkfs.f2fs -q -f -O extra_attr,compression "$@" "$img" >/dev/null ||
+		die "mkfs.f2fs $* failed"
+}
+
+# fsck.f2fs of image $1 (the guest has shut down); output in $2
+f2fs_image_clean() {
+	local rc=0
+	fsck.f2fs -f --dry-run "$1" > "$2" 2>&1 || rc=$?
+	if [ $rc -ne 0 ] || grep -q '\[Fail\]' "$2"; then
+		grep -E 'Fail|rror' "$2" | head -20 >&2
+		log "fsck.f2fs $1: NOT clean (exit status $rc, $2)"
+		return 1
+	fi
+	log "fsck.f2fs $1: clean ($(grep -c '\[Ok\.\.\]' "$2") checks Ok, $(grep -m1 'Segments per section' "$2" | sed 's/^Info: //'))"
 }
 
 # ext2, exFAT and ext4 images for the blockfs stage, in directory $1
 make_blockfs_images() {
 	local d=$1 fs
-	for fs in ext2 exfat ext4; do
+	for fs in ext2 exfat ext4 xfs; do
 		rm -f "$d/$fs.img"
-		truncate -s 256M "$d/$fs.img"
+		truncate -s 512M "$d/$fs.img"
 	done
 	mkfs.ext2 -q -F "$d/ext2.img" >/dev/null || die "mkfs.ext2 failed"
 	mkfs.exfat "$d/exfat.img" >/dev/null || die "mkfs.exfat failed"
 	mkfs.ext4 -q -F "$d/ext4.img" >/dev/null || die "mkfs.ext4 failed"
+	mkfs.xfs -q -f "$d/xfs.img" >/dev/null || die "mkfs.xfs failed"
 }
 
 # uml_boot KERNEL NAME MODE RUN IMAGE TIMEOUT [MEM]

@@ -18,6 +18,10 @@
  *                                     truncate and umount (for KASAN and
  *                                     lockdep; passes if nothing fails and
  *                                     the kernel log stays clean)
+ *   dontcache_test gcwork MNT DEV ROUNDS
+ *                                     write, delete, checkpoint and
+ *                                     foreground-GC workload (F2FS), with a
+ *                                     remount and a data check per round
  *
  * MNT is an F2FS mount of DEV (mounted by the caller); SYSFS is the
  * /sys/fs/f2fs/<dev> directory of that mount.
@@ -1203,6 +1207,165 @@ static int quick(void)
 	return failed ? 1 : 0;
 }
 
+/*
+ * gcwork: a write/delete/GC workload for F2FS.  Each round writes
+ * GC_FILES files of GC_FILE_MIB (more than one 256 MiB section of
+ * mkfs.f2fs -s 128; uncached and cached, aligned and unaligned requests),
+ * deletes every other one and overwrites a quarter of the rest uncached
+ * (invalidating blocks all over the sections the round filled), writes a
+ * checkpoint, runs foreground GC (F2FS_IOC_GARBAGE_COLLECT, sync) until it
+ * finds no victim or GC_CALLS calls, writes a checkpoint, remounts and
+ * checks every surviving file.  Whether a round's GC finds a victim
+ * depends on where the writes landed (with 256 MiB sections often not),
+ * so only the total over all rounds must be > 0.  With
+ * CONFIG_F2FS_CHECK_FS the kernel cross-checks its per-section counters
+ * on every block update; fsck.f2fs on the host checks the image
+ * afterwards.  Expected contents are regenerated from the seeds, so the
+ * guest needs no copy of the data.
+ */
+#define F2FS_IOC_GARBAGE_COLLECT _IOW(0xf5, 6, uint32_t)
+#define F2FS_IOC_WRITE_CHECKPOINT _IO(0xf5, 7)
+#define GC_FILES 32
+#define GC_FILE_SIZE (12 * MIB)
+#define GC_CALLS 16
+
+static long long f2fs_stat(const char *dev, const char *name)
+{
+	char p[256], buf[64];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(p, sizeof(p), "/sys/fs/f2fs/%s/%s", dev, name);
+	f = fopen(p, "r");
+	if (!f)
+		return -1;
+	if (fgets(buf, sizeof(buf), f))
+		v = atoll(buf);
+	fclose(f);
+	return v;
+}
+
+/* expected contents of gc file i of round r */
+static void gc_model(unsigned char *buf, int r, int i)
+{
+	fill(buf, GC_FILE_SIZE, 0, 100 * r + i);
+	fill(buf + GC_FILE_SIZE / 4, GC_FILE_SIZE / 4, GC_FILE_SIZE / 4,
+	     5000 + 100 * r + i);
+}
+
+static int gcwork(const char *dev, int rounds)
+{
+	const char *base = strrchr(dev, '/') ? strrchr(dev, '/') + 1 : dev;
+	unsigned char *model = malloc(GC_FILE_SIZE);
+	unsigned char *buf = malloc(GC_FILE_SIZE + PAGE);
+	int r, i, calls, ok_calls, fd, err, gc_err;
+	long long fg_moved = 0;
+	char name[32];
+
+	if (!model || !buf)
+		die("malloc");
+	printf("gcwork on %s: %d rounds of %d x %lu MiB files\n", dev, rounds,
+	       GC_FILES, GC_FILE_SIZE / MIB);
+	for (r = 0; r < rounds; r++) {
+		long long moved0 = f2fs_stat(base, "moved_blocks_foreground");
+		long long moved1;
+
+		err = 0;
+		for (i = 0; i < GC_FILES; i++) {
+			size_t req = (i % 3) ? 64 * KIB : 10000;
+
+			fill(model, GC_FILE_SIZE, 0, 100 * r + i);
+			snprintf(name, sizeof(name), "gc%d.%d", r, i);
+			fd = open_file(name, O_RDWR | O_CREAT | O_TRUNC);
+			if (!do_write(fd, model, 0, GC_FILE_SIZE, req,
+				      (i & 1) ? RWF_DONTCACHE : 0))
+				err++;
+			close(fd);
+		}
+		check(!err, "gcwork round %d: %d files written", r, GC_FILES);
+		/* delete the odd files, rewrite a quarter of the even ones */
+		for (i = 0; i < GC_FILES; i++) {
+			snprintf(name, sizeof(name), "gc%d.%d", r, i);
+			if (i & 1) {
+				if (unlink(path(name)))
+					err++;
+				continue;
+			}
+			gc_model(model, r, i);
+			fd = open_file(name, O_RDWR);
+			if (!do_write(fd, model, GC_FILE_SIZE / 4,
+				      GC_FILE_SIZE / 4, 32 * KIB,
+				      RWF_DONTCACHE))
+				err++;
+			close(fd);
+		}
+		check(!err, "gcwork round %d: deletes and overwrites", r);
+		sync();
+		fd = open(mnt, O_RDONLY | O_DIRECTORY);
+		if (fd < 0)
+			die("open mnt");
+		check(!ioctl(fd, F2FS_IOC_WRITE_CHECKPOINT),
+		      "gcwork round %d: checkpoint", r);
+		ok_calls = 0;
+		gc_err = 0;
+		for (calls = 0; calls < GC_CALLS; calls++) {
+			uint32_t sync_gc = 1;
+
+			if (ioctl(fd, F2FS_IOC_GARBAGE_COLLECT, &sync_gc)) {
+				gc_err = errno;
+				if (errno != ENODATA && errno != EAGAIN &&
+				    errno != EBUSY)
+					check(0, "gcwork round %d: GC: %s", r,
+					      strerror(errno));
+				break;
+			}
+			ok_calls++;
+		}
+		moved1 = f2fs_stat(base, "moved_blocks_foreground");
+		printf("info: gcwork round %d: %d foreground GC calls succeeded (then: %s), moved_blocks_foreground %lld -> %lld\n",
+		       r, ok_calls, gc_err ? strerror(gc_err) : "-", moved0,
+		       moved1);
+		if (moved1 > moved0)
+			fg_moved += moved1 - moved0;
+		check(!ioctl(fd, F2FS_IOC_WRITE_CHECKPOINT),
+		      "gcwork round %d: checkpoint after GC", r);
+		close(fd);
+
+		/* remount, then every surviving file of every round */
+		if (umount(mnt))
+			die("umount");
+		if (mount(dev, mnt, "f2fs", 0, NULL))
+			die("mount");
+		err = 0;
+		for (int rr = 0; rr <= r; rr++) {
+			for (i = 0; i < GC_FILES; i += 2) {
+				ssize_t got;
+
+				snprintf(name, sizeof(name), "gc%d.%d", rr, i);
+				gc_model(model, rr, i);
+				fd = open_file(name, O_RDONLY);
+				got = pread(fd, buf, GC_FILE_SIZE + 1, 0);
+				if (got != (ssize_t)GC_FILE_SIZE ||
+				    memcmp(buf, model, GC_FILE_SIZE)) {
+					printf("  %s: size %zd or data wrong\n",
+					       name, got);
+					err++;
+				}
+				close(fd);
+			}
+		}
+		check(!err, "gcwork round %d: after remount all %d surviving files intact",
+		      r, (r + 1) * GC_FILES / 2);
+	}
+	/* whether a given round finds a victim depends on the layout */
+	check(fg_moved > 0, "gcwork: foreground GC moved %lld blocks over %d rounds",
+	      fg_moved, rounds);
+	free(model);
+	free(buf);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const size_t sizes[] = {
@@ -1233,6 +1396,10 @@ int main(int argc, char **argv)
 		mnt = argv[2];
 		fstype = argv[4];
 		return generic_fs(argv[3]);
+	}
+	if (argc == 5 && !strcmp(argv[1], "gcwork")) {
+		mnt = argv[2];
+		return gcwork(argv[3], atoi(argv[4]));
 	}
 	if (argc == 3 && !strcmp(argv[1], "bdev"))
 		return bdev(argv[2]);

@@ -1,12 +1,15 @@
 #!/bin/sh
 # PID 1 of the UML guest (root is the host's / on hostfs).  Parameters come
 # from the kernel command line as environment variables:
-#   T_MODE   run | quick | control | bench | dcfs | blockfs
+#   T_MODE   run | quick | control | bench | dcfs | blockfs | script
+#   T_SCRIPT (T_MODE=script) the script in T_RUN to run; it sets up its own
+#            devices, nothing is mounted first
 #   T_RUN    host directory for results (visible through hostfs)
 #   T_NAME   name used for result files
 #   T_DEV    block device holding the F2FS (default /dev/ubda)
 #   T_MKFS   1: make the F2FS on T_DEV first (e.g. a null_blk device)
 #   T_RACE   rounds of the unlink/truncate/umount race after "run" (3)
+#   T_GCWORK rounds of the write/delete/GC workload after the race (0)
 # Results: $T_RUN/$T_NAME.out (program output), $T_NAME.rc (exit status),
 # $T_NAME.dmesg (kernel log).  The guest powers off at the end.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -35,7 +38,11 @@ if [ "${T_MKFS:-0}" = 1 ]; then
 	echo "guest: mkfs.f2fs $dev ($(cat /sys/block/${dev#/dev/}/queue/logical_block_size)-byte blocks)" >> "$out"
 	mkfs.f2fs -q -f -O extra_attr,compression "$dev" >> "$out" 2>&1
 fi
-if [ "$T_MODE" = blockfs ]; then
+if [ "$T_MODE" = script ]; then
+	# a benchmark script that sets up its own devices (scripts/bench-seeds.sh)
+	"$T_RUN/$T_SCRIPT" "$bin" "$mnt" >> "$out" 2>&1
+	rc=$?
+elif [ "$T_MODE" = blockfs ]; then
 	# raw ubd device and the buffer_head file systems (no F2FS)
 	"$kp/test/blockfs-guest.sh" "$bin" "$mnt" >> "$out" 2>&1
 	rc=$?
@@ -47,6 +54,10 @@ elif mount -t f2fs "$dev" "$mnt" >> "$out" 2>&1; then
 		rc=$?
 		"$bin/dontcache_test" race "$mnt" "$dev" "${T_RACE:-3}" \
 			>> "$out" 2>&1 || rc=1
+		if [ "${T_GCWORK:-0}" -gt 0 ]; then
+			"$bin/dontcache_test" gcwork "$mnt" "$dev" "$T_GCWORK" \
+				>> "$out" 2>&1 || rc=1
+		fi
 		;;
 	quick)
 		"$bin/dontcache_test" quick "$mnt" >> "$out" 2>&1

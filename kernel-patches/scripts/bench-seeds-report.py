@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Tables for the seed-shaped benchmarks (bench-seeds-guest.sh output on
+stdin, fio JSON files in the run directory argv[1])."""
+import json
+import os
+import statistics
+import sys
+from collections import defaultdict
+
+
+def parse(lines):
+    rows = []
+    for line in lines:
+        parts = line.split()
+        if not parts or parts[0] not in ("S3R", "S3W", "F4", "F1"):
+            continue
+        d = {"table": parts[0]}
+        for kv in parts[1:]:
+            if "=" in kv:
+                k, v = kv.split("=", 1)
+                d[k] = v
+        rows.append(d)
+    return rows
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def fio_write(run, name):
+    with open(os.path.join(run, name)) as f:
+        j = json.load(f)
+    w = j["jobs"][0]["write"]
+    return w["bw"] / 1024.0, w["iops"]     # MiB/s, IOPS
+
+
+def seed003(rows):
+    r = [d for d in rows if d["table"] == "S3R"]
+    w = [d for d in rows if d["table"] == "S3W"]
+    if not r and not w:
+        return
+    print("Seed 003, raw block device (ubd), 1 MiB requests, medians of "
+          f"{len(r) // 2 or len(w) // 2} rounds:\n")
+    print("| test | mode | MB/s (runs) | MB/s median | resident pages at end "
+          "| Cached MiB (avg) | kswapd scan | direct scan | memcg "
+          "memory.current MiB (avg) | memcg pgscan | memcg pgsteal |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, rs in (("read, device 2x RAM", r), ("write, memcg 244 MiB", w)):
+        for mode in ("normal", "dontcache"):
+            c = [d for d in rs if d["mode"] == mode]
+            if not c:
+                continue
+
+            def m(k):
+                return med([float(d[k]) for d in c if k in d])
+            mc = (f"{m('memcg_current'):.1f}" if "memcg_current" in c[0]
+                  else "—")
+            sc = (f"{m('memcg_scan'):.0f}" if "memcg_scan" in c[0] else "—")
+            st = (f"{m('memcg_steal'):.0f}" if "memcg_steal" in c[0]
+                  else "—")
+            runs = ", ".join(d["mbps"] for d in c)
+            print(f"| {name} | {mode} | {runs} | {m('mbps'):.1f} | "
+                  f"{m('resident'):.0f} | {m('cached'):.1f} | "
+                  f"{m('kswapd_scan'):.0f} | {m('direct_scan'):.0f} | "
+                  f"{mc} | {sc} | {st} |")
+    print()
+
+
+def seed004(rows, run):
+    f = [d for d in rows if d["table"] == "F4"]
+    if not f:
+        return
+    cell = defaultdict(list)
+    for d in f:
+        cell[(d["kernel"], int(d["qd"]))].append(fio_write(run, d["json"]))
+    print("Seed 004, fio io_uring 4 KiB buffered randwrite on F2FS "
+          "(null_blk), IOPS, median of rounds (all rounds in brackets):\n")
+    print("| iodepth | before IOPS | after IOPS | after/before | before MiB/s "
+          "| after MiB/s |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for qd in (1, 2, 4, 8, 16):
+        b = cell.get(("before", qd), [])
+        a = cell.get(("after", qd), [])
+        bi = med([x[1] for x in b])
+        ai = med([x[1] for x in a])
+        print(f"| {qd} | {bi:.0f} [{', '.join(f'{x[1]:.0f}' for x in b)}] | "
+              f"{ai:.0f} [{', '.join(f'{x[1]:.0f}' for x in a)}] | "
+              f"{ai / bi:.2f} | {med([x[0] for x in b]):.1f} | "
+              f"{med([x[0] for x in a]):.1f} |")
+    print()
+
+
+def seed001(rows, run):
+    f = [d for d in rows if d["table"] == "F1"]
+    if not f:
+        return
+    cell = defaultdict(list)
+    for d in f:
+        cell[(d["kernel"], int(d["segs_per_sec"]))].append(
+            fio_write(run, d["json"])[0])
+    print("Seed 001, fio bs=512k size=1536M rw=write io_uring iodepth=64 "
+          "end_fsync=1 on F2FS on null_blk, MiB/s, median of rounds (all "
+          "rounds in brackets):\n")
+    print("| SEGS_PER_SEC | before MiB/s | after MiB/s | after/before |")
+    print("|---:|---:|---:|---:|")
+    for s in sorted({k[1] for k in cell}):
+        b = cell.get(("before", s), [])
+        a = cell.get(("after", s), [])
+        print(f"| {s} | {med(b):.0f} [{', '.join(f'{x:.0f}' for x in b)}] | "
+              f"{med(a):.0f} [{', '.join(f'{x:.0f}' for x in a)}] | "
+              f"{med(a) / med(b):.2f} |")
+    print()
+
+
+def main():
+    run = sys.argv[1]
+    rows = parse(sys.stdin)
+    seed003(rows)
+    seed004(rows, run)
+    seed001(rows, run)
+
+
+main()

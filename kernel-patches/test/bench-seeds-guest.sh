@@ -1,0 +1,129 @@
+#!/bin/sh
+# Benchmarks in the shapes of seeds 003, 004 and 001, run inside the UML
+# guest (T_MODE=script, started by scripts/bench-seeds.sh).  $1 = directory
+# of the bench tool, $2 = mount point.  From the kernel command line:
+#   B_SEED    003 | 004 | 001
+#   B_KERNEL  label of the kernel (before / after), copied into every line
+#   B_ROUNDS  rounds per cell (3)
+# 003: B_DEV (/dev/ubdb, ~2x guest RAM), B_CG_MAX (255852544)
+# 004: B_FIO_SIZE (256M), B_RUNTIME (10 s per iodepth)
+# 001: B_MKFS_S ("1 128": mkfs.f2fs -s values to run)
+# Every result is one line "<table> kernel=<label> round=<n> key=value...";
+# fio's JSON goes to $T_RUN/fio-<seed>-<label>-<cell>-<round>.json.  The
+# host (scripts/bench-seeds-report.py) turns them into the README tables.
+bin=$1 mnt=$2
+b=$bin/bench
+fio=/usr/bin/fio
+k=${B_KERNEL:-unknown}
+rounds=${B_ROUNDS:-3}
+
+swapoff -a 2>/dev/null
+echo "== seed $B_SEED, kernel $k ($(uname -r)): $(grep MemTotal /proc/meminfo), $(nproc) CPU(s)"
+
+drop() {
+	sync
+	echo 3 > /proc/sys/vm/drop_caches
+	sleep 1
+}
+
+order() {	# round -> the two modes in counterbalanced order
+	if [ $(($1 % 2)) = 1 ]; then echo "$2 $3"; else echo "$3 $2"; fi
+}
+
+runfio() {	# json-file fio-args...
+	out=$1
+	shift
+	echo "cmd: fio $*"
+	"$fio" "$@" --output-format=json --output="$out" || {
+		echo "fio failed"
+		exit 1
+	}
+}
+
+case $B_SEED in
+003)
+	dev=${B_DEV:-/dev/ubdb}
+	bytes=$(blockdev --getsize64 "$dev")
+	mib=$((bytes / 1048576))
+	echo "== device $dev: $mib MiB"
+	# fill the device once, uncached, so that it does not start cached
+	"$b" write "$dev" "$mib" 1048576 dontcache > /dev/null || exit 1
+	r=1
+	while [ $r -le "$rounds" ]; do
+		for m in $(order $r normal dontcache); do
+			drop
+			echo "cmd: bench read $dev 1048576 $m"
+			line=$("$b" read "$dev" 1048576 "$m") || exit 1
+			echo "S3R kernel=$k round=$r $line"
+		done
+		r=$((r + 1))
+	done
+	cg=/sys/fs/cgroup
+	mount -t cgroup2 none "$cg" || { echo "no cgroup2"; exit 1; }
+	echo +memory > "$cg/cgroup.subtree_control"
+	mkdir -p "$cg/bench"
+	echo "${B_CG_MAX:-255852544}" > "$cg/bench/memory.max"
+	echo "== memcg: memory.max $(cat "$cg/bench/memory.max")"
+	r=1
+	while [ $r -le "$rounds" ]; do
+		for m in $(order $r normal dontcache); do
+			drop
+			echo "cmd: bench write $dev $mib 1048576 $m $cg/bench (in the memcg)"
+			line=$(sh -c 'echo $$ > '"$cg"'/bench/cgroup.procs; exec "$@"' \
+				sh "$b" write "$dev" "$mib" 1048576 "$m" "$cg/bench") ||
+				exit 1
+			echo "S3W kernel=$k round=$r $line"
+		done
+		r=$((r + 1))
+	done
+	;;
+004)
+	mkfs.f2fs -q -f /dev/nullb0 > /dev/null || exit 1
+	mount -t f2fs /dev/nullb0 "$mnt" || exit 1
+	f=$mnt/fio.dat
+	size=${B_FIO_SIZE:-256M}
+	# lay the file out once; every run then overwrites it
+	"$fio" --name=layout --filename="$f" --size="$size" --rw=write \
+		--bs=1M --end_fsync=1 > /dev/null || exit 1
+	r=1
+	while [ $r -le "$rounds" ]; do
+		for d in 1 2 4 8 16; do
+			drop
+			runfio "$T_RUN/fio-004-$k-qd$d-$r.json" --name=randwrite \
+				--filename="$f" --size="$size" --bs=4k \
+				--rw=randwrite --ioengine=io_uring --iodepth=$d \
+				--direct=0 --time_based --runtime="${B_RUNTIME:-10}" \
+				--ramp_time=2
+			echo "F4 kernel=$k round=$r qd=$d json=fio-004-$k-qd$d-$r.json"
+		done
+		r=$((r + 1))
+	done
+	umount "$mnt"
+	;;
+001)
+	# a fresh file system for every run: mkfs.f2fs discards the whole
+	# device, which is what gives null_blk's memory back (fstrim on a
+	# -s 128 file system does not free enough; the guest ran out of
+	# memory in the third round)
+	for s in ${B_MKFS_S:-1 128}; do
+		r=1
+		while [ $r -le "$rounds" ]; do
+			echo "cmd: mkfs.f2fs -q -f -s $s /dev/nullb0"
+			mkfs.f2fs -q -f -s "$s" /dev/nullb0 > /dev/null || exit 1
+			mount -t f2fs /dev/nullb0 "$mnt" || exit 1
+			drop
+			runfio "$T_RUN/fio-001-$k-s$s-$r.json" --bs=512k \
+				--size=1536M --rw=write --name=1 \
+				--filename="$mnt/seq_write" --ioengine=io_uring \
+				--iodepth=64 --end_fsync=1
+			echo "F1 kernel=$k round=$r segs_per_sec=$s json=fio-001-$k-s$s-$r.json"
+			umount "$mnt"
+			r=$((r + 1))
+		done
+	done
+	;;
+*)
+	echo "unknown B_SEED=$B_SEED"
+	exit 1
+	;;
+esac
