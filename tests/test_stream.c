@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1280,6 +1281,128 @@ START_TEST(stream_enospc)
 }
 END_TEST
 
+/* ---- deferred errors reach every handle, whatever its class ---------------------- */
+/* The stream config plus a [process] rule: opens made under that name are
+ * of the cache class (forwarded: -o nopassthrough), so one inode has
+ * streaming and non-streaming handles at once. */
+static const char ERRSEQ_CONF_EXTRA[] =
+	"\n"
+	"[process dcfsplain]\n"
+	"policy = cache\n";
+
+static int open_named(const char *path, int flags, const char *comm)
+{
+	char saved[16] = "";
+	prctl(PR_GET_NAME, saved, 0, 0, 0);
+	prctl(PR_SET_NAME, comm, 0, 0, 0);
+	int fd = open(path, flags, 0644);
+	int e = errno;
+	prctl(PR_SET_NAME, saved, 0, 0, 0);
+	ck_assert_msg(fd >= 0, "open %s as %s: %s", path, comm, strerror(e));
+	return fd;
+}
+
+static void wait_free_mb(const char *dir, unsigned mb)
+{
+	for (int i = 0; i < 100; i++) {
+		struct statvfs sv;
+		sync();
+		if (statvfs(dir, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize > ((uint64_t)mb << 20))
+			return;
+		sleep_ms(100);
+	}
+}
+
+static long long reported(const struct own_mount *m)
+{
+	return stats_get(m->mnt, "dontcache", "deferred_reported") +
+	       stats_get(m->mnt, "cache", "deferred_reported");
+}
+
+/* A buffered write of a streaming handle fails (the filesystem filled up
+ * behind the daemon's back): each handle open at that time gets ENOSPC
+ * exactly once, at its next fsync, write or close, be it streaming or a
+ * forwarded cache-class handle; a handle opened afterwards gets nothing. */
+START_TEST(stream_errseq)
+{
+	st_begin();
+	char err[4096], conf[sizeof STREAM_CONF + sizeof ERRSEQ_CONF_EXTRA];
+	const char *root = small_root(err, sizeof err);
+	ck_assert_msg(root, "%s", err);
+	snprintf(conf, sizeof conf, "%s%s", STREAM_CONF, ERRSEQ_CONF_EXTRA);
+	struct own_mount m;
+	ck_assert_msg(own_mount_start_opts(&m, root, "errseq", conf, "nopassthrough") == 0, "mount: %s",
+		      m.err);
+	unsigned char *src = malloc(300000);
+	fill_pattern(src, 300000, 4250);
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s", fmt_join(m.mnt, "e.mkv"));
+	long long cache0 = stats_get(m.mnt, "cache", "opened");
+	long long de0 = stats_get(m.mnt, "dontcache", "deferred_errors"), rep0 = reported(&m);
+	int a = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644); /* streaming writer */
+	int c = open(path, O_RDONLY);				 /* streaming reader */
+	int b = open_named(path, O_RDWR, "dcfsplain");		 /* forwarded, cache class */
+	int d = open_named(path, O_RDWR, "dcfsplain");
+	ck_assert(a >= 0 && c >= 0);
+	ck_assert_int_eq(stats_get(m.mnt, "cache", "opened") - cache0, 2);
+	ck_assert_int_eq(write(a, src, 300000), 300000); /* acknowledged from the buffer */
+	int hog = fill_fs(fmt_join(m.exp, "hog"));
+	/* b's fsync writes a's buffer first: that write fails */
+	int fb1 = fsync(b), eb1 = errno;
+	int fb2 = fsync(b), eb2 = errno;
+	int late = open(path, O_RDONLY);
+	ck_assert_int_ge(late, 0);
+	close(hog);
+	ck_assert_int_eq(unlink(fmt_join(m.exp, "hog")), 0);
+	wait_free_mb(m.exp, 100);
+	/* with space again: d's first write is refused with the error, its next one works */
+	ssize_t wd1 = pwrite(d, "x", 1, 0);
+	int ed1 = errno;
+	ssize_t wd2 = pwrite(d, "y", 1, 0);
+	int ed2 = errno;
+	ssize_t wa1 = write(a, src, 1000);
+	int ea1 = errno;
+	int fa2 = fsync(a), ea2 = errno;
+	int cc = close(c), ec = errno;
+	int cl = close(late), el = errno;
+	int ca = close(a), cb = close(b), cd = close(d);
+	long long de = stats_get(m.mnt, "dontcache", "deferred_errors") - de0;
+	long long rep = reported(&m) - rep0;
+	printf("stream-%s errseq: fsync(b) %d (%s) then %d; write(d) %zd (%s) then %zd; write(a) %zd (%s), "
+	       "fsync(a) %d; close(c) %d (%s); close(late) %d; deferred_errors +%lld, reported +%lld\n",
+	       sk_names[g_sk], fb1, fb1 ? strerror(eb1) : "ok", fb2, wd1, wd1 < 0 ? strerror(ed1) : "ok", wd2,
+	       wa1, wa1 < 0 ? strerror(ea1) : "ok", fa2, cc, cc ? strerror(ec) : "ok", cl, de, rep);
+	fflush(stdout);
+	ck_assert_msg(fb1 == -1 && eb1 == ENOSPC, "fsync of the cache-class handle: %d (%s), expected ENOSPC",
+		      fb1, strerror(eb1));
+	ck_assert_msg(fb2 == 0, "second fsync of the cache-class handle: %s (reported twice)", strerror(eb2));
+	ck_assert_msg(wd1 == -1 && ed1 == ENOSPC,
+		      "first write of the other cache-class handle: %zd (%s), expected ENOSPC", wd1,
+		      strerror(ed1));
+	ck_assert_msg(wd2 == 1, "second write of that handle: %zd (%s)", wd2, strerror(ed2));
+	ck_assert_msg(wa1 == -1 && ea1 == ENOSPC, "next write of the writer: %zd (%s), expected ENOSPC", wa1,
+		      strerror(ea1));
+	ck_assert_msg(fa2 == 0, "fsync of the writer after its write got the error: %s (reported twice)",
+		      strerror(ea2));
+	ck_assert_msg(cc == -1 && ec == ENOSPC, "close of the streaming reader: %d (%s), expected ENOSPC", cc,
+		      strerror(ec));
+	ck_assert_msg(cl == 0, "close of a handle opened after the error: %s", strerror(el));
+	ck_assert_msg(ca == 0 && cb == 0 && cd == 0, "closes after the report: %d %d %d", ca, cb, cd);
+	ck_assert_int_eq(de, 1);
+	ck_assert_int_eq(rep, 4);
+	/* only d's second write is in the file */
+	size_t got_len = 0;
+	unsigned char *got = slurp(fmt_join(m.exp, "e.mkv"), &got_len);
+	ck_assert_ptr_nonnull(got);
+	ck_assert_msg(got_len == 1 && got[0] == 'y', "after the lost write: %zu bytes", got_len);
+	free(got);
+	unlink(fmt_join(m.mnt, "e.mkv"));
+	ck_assert_msg(own_mount_stop(&m, err, sizeof err) == 0, "unmount: %s", err);
+	free(src);
+	small_release();
+}
+END_TEST
+
 /* ---- EIO from a failing device ------------------------------------------------------ */
 /* The backing ext4 sits on a loop device over an image that becomes
  * immutable mid-stream: the loop device's writes fail (ext4 refuses writes
@@ -1429,6 +1552,7 @@ Suite *stream_suite(void)
 			tcase_add_test(tc, stream_append_residency);
 		if (k == SK_EXT4) { /* mkfs.xfs wants >= 300 MB: one small fs is enough */
 			tcase_add_test(tc, stream_enospc);
+			tcase_add_test(tc, stream_errseq);
 			tcase_add_test(tc, stream_eio);
 		}
 		tcase_add_test(tc, stream_unaligned_1m);
