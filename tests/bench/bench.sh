@@ -557,7 +557,7 @@ label_rows() { # replaces system ids in column 1 with labels
 }
 
 targets() {
-	awk -F, -v win_pages="$WINDOW_PAGES" -v inflight="$INFLIGHT_MIB" '
+	awk -F, -v win_pages="$WINDOW_PAGES" -v inflight="$INFLIGHT_MIB" -v fs="$FS" '
 	function g(s, b, o, f) { return v[s "," b "," o, f] }
 	{ for (i = 4; i <= NF; i++) v[$1 "," $2 "," $3, i] = $i }
 	function ratio(b, o) { return (g("nat-dc", b, o, 4) > 0 && g("dcfs-dc", b, o, 4) != "") ? g("dcfs-dc", b, o, 4) / g("nat-dc", b, o, 4) : -1 }
@@ -600,7 +600,7 @@ targets() {
 				if (t > max) max = t
 			}
 			if (max < 0) continue
-			if (c == 1) row("dcfs dontcache (ext4): resident pages after close, backing + FUSE (" cases ")", max, "0", max == 0)
+			if (c == 1) row("dcfs dontcache (" fs "): resident pages after close, backing + FUSE (" cases ")", max, "0", max == 0)
 			else row("dcfs fallback (btrfs): resident pages after close, backing + FUSE (" cases ")", max, "≤ " win_pages " (one window)", max <= win_pages)
 		}
 	}' bslist="$BSLIST" size="$(bytes "$SIZE")" size4k="$(bytes "$SIZE_4K")" "$RAW/stream-median.csv"
