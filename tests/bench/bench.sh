@@ -136,7 +136,7 @@ cleanup() {
 	done
 	for i in "${LOOPS[@]}"; do losetup -d "$i"; done
 	for i in "${CGS[@]}"; do [ -d "$i" ] && rmdir "$i"; done
-	[ "$KEEP" = 1 ] || rm -f "$W/ext4.img" "$W/btrfs.img"
+	[ "$KEEP" = 1 ] || rm -f "$W/ext4.img" "$W/xfs.img" "$W/btrfs.img"
 	rm -rf "$W/tmp"
 	exit $rc
 }
