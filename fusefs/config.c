@@ -734,8 +734,8 @@ struct dcfs_config *config_defaults(void)
 	cfg->min_size = 0;
 	cfg->auto_threshold = 64ULL << 20;
 	cfg->window = 8ULL << 20;
-	cfg->readahead = 1ULL << 20;
-	cfg->writeback_limit = 16ULL << 20;
+	cfg->readahead = 4ULL << 20;
+	cfg->writeback_limit = 8ULL << 20;
 	cfg->inflight = 8ULL << 20;
 	cfg->prefetch = true;
 	cfg->inflight_mount = 64ULL << 20;

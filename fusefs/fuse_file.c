@@ -309,7 +309,10 @@ static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 
 	(void)ino;
 	wpipe_sync_others(f);
-	n = f->io->write(f, in, off);
+	/* A deferred error of any handle of the file is this write's answer. */
+	n = wpipe_check(f);
+	if (!n)
+		n = f->io->write(f, in, off);
 	creds_io_end(how);
 	data_changed(f->inode);
 	if (n < 0) {

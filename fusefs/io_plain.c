@@ -46,8 +46,15 @@ static ssize_t counted_write(struct dcfs_file *f, struct fuse_bufvec *in,
 	return n;
 }
 
+/* A regular file's handle has a deferred-error cursor (write_pipe.c). */
+static void plain_release(struct dcfs_file *f)
+{
+	wpipe_close(f);
+}
+
 const struct dcfs_io io_plain = {
 	.name = "plain",
 	.read = counted_read,
 	.write = counted_write,
+	.release = plain_release,
 };

@@ -125,8 +125,12 @@ static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 	}
 }
 
-/* Streaming handles take part in write coalescing and deferred errors. */
-static int attach_stream(struct dcfs_file *f, const struct dcfs_config *cfg)
+/*
+ * Streaming handles take part in write coalescing; every handle of a
+ * regular file in deferred errors (write_pipe.c): a failed background
+ * write is reported to all handles open at the time, whatever their class.
+ */
+static int attach_wpipe(struct dcfs_file *f, const struct dcfs_config *cfg)
 {
 	struct wpipe_limits lim = {
 		.writeback = cfg->writeback_limit,
@@ -134,7 +138,7 @@ static int attach_stream(struct dcfs_file *f, const struct dcfs_config *cfg)
 		.inflight_mount = cfg->inflight_mount,
 	};
 
-	return f->io == &io_stream ? wpipe_open(f, &lim) : 0;
+	return wpipe_open(f, &lim);
 }
 
 int policy_for_inode(fuse_req_t req, struct dcfs_inode *inode, int64_t size,
@@ -173,7 +177,7 @@ int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi)
 		return err;
 	}
 	apply_decision(f, &d, cfg, fi);
-	err = attach_stream(f, cfg);
+	err = attach_wpipe(f, cfg);
 	config_put(cfg);
 	if (err)
 		return err;

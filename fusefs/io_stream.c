@@ -22,8 +22,13 @@
 #include "dcfs_io.h"
 #include "dcfs_policy.h"
 
-/* All read-ahead buffers of the mount together stay below this. */
-#define RA_GLOBAL_CAP (64ULL << 20)
+/*
+ * All read-ahead buffers of the mount together stay below this: 16
+ * sequential readers with the default 4 MiB window (two buffers each).
+ */
+#define RA_GLOBAL_CAP (128ULL << 20)
+/* Under the mount's cap a handle takes a smaller window, down to this. */
+#define RA_MIN_CAP ((size_t)256 << 10)
 
 static _Atomic uint64_t ra_total;
 
@@ -64,23 +69,27 @@ void ra_unaccount(size_t n)
 	atomic_fetch_sub(&ra_total, n);
 }
 
+/*
+ * Many readers at once: a smaller window (halved down to RA_MIN_CAP) is
+ * better than none, which would cost a backing read per small request.
+ */
 static bool ra_reserve(struct dcfs_file *f)
 {
 	uint64_t total;
 
 	if (f->ra_buf)
 		return true;
-	if (!f->ra_cap)
-		return false;
-	total = atomic_fetch_add(&ra_total, f->ra_cap) + f->ra_cap;
-	if (total > RA_GLOBAL_CAP)
-		goto fail;
-	f->ra_buf = malloc(f->ra_cap);
-	if (f->ra_buf)
-		return true;
-fail:
-	atomic_fetch_sub(&ra_total, f->ra_cap);
-	f->ra_cap = 0; /* do not retry on every read */
+	while (f->ra_cap) {
+		total = atomic_fetch_add(&ra_total, f->ra_cap) + f->ra_cap;
+		if (total <= RA_GLOBAL_CAP) {
+			f->ra_buf = malloc(f->ra_cap);
+			if (f->ra_buf)
+				return true;
+		}
+		atomic_fetch_sub(&ra_total, f->ra_cap);
+		/* 0 in the end: do not retry on every read */
+		f->ra_cap = f->ra_cap / 2 >= RA_MIN_CAP ? f->ra_cap / 2 : 0;
+	}
 	return false;
 }
 
@@ -148,7 +157,9 @@ static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 	} else if (ra_covers(f, size, off, gen)) {
 		reply_from_ra(req, f, size, off);
 	} else if ((size < f->ra_cap || (tiles && size == f->ra_cap)) &&
-		   ra_reserve(f)) {
+		   ra_reserve(f) && size <= f->ra_cap) {
+		/* ra_reserve may have taken a smaller window */
+		tiles = f->ra_prefetch && size && f->ra_cap % size == 0;
 		if (!(seq && tiles && ra_take(f, off, gen) &&
 		      ra_covers(f, size, off, gen))) {
 			n = read_uncached(f, f->ra_buf, f->ra_cap, off);

@@ -21,7 +21,7 @@
  *    synchronously and gets its own answer.
  *  - Only where RWF_DONTCACHE reads work: the fallback's drop-behind state
  *    is not made for two threads.
- *  - The second buffers of all handles count against the same 64 MiB as
+ *  - The second buffers of all handles count against the same 128 MiB as
  *    the first ones (ra_total in io_stream.c).
  *  - Lock order: dcfs_file lock, then ra_next lock.
  */

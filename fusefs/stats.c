@@ -35,6 +35,7 @@ static const char *const kind_names[ST__COUNT] = {
 	[ST_BUFFERED] = "bytes_buffered",
 	[ST_WRITEBACK_WAITS] = "writeback_waits",
 	[ST_DEFERRED_ERRORS] = "deferred_errors",
+	[ST_DEFERRED_REPORTED] = "deferred_reported",
 	[ST_INFLIGHT] = "bytes_in_flight",
 	[ST_QUEUE_WAITS] = "queue_waits",
 	[ST_BACKGROUND_WRITES] = "background_writes",

@@ -52,6 +52,7 @@ ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
 bool wpipe_sync_inode(struct dcfs_inode *inode);
 void wpipe_sync_others(struct dcfs_file *f);
 void wpipe_sync_all(void);
+int wpipe_check(struct dcfs_file *f);
 int wpipe_flush(struct dcfs_file *f);
 void wpipe_synced(struct dcfs_file *f);
 void wpipe_close(struct dcfs_file *f);
@@ -98,6 +99,7 @@ enum stat_kind {
 	ST_BUFFERED,	     /* bytes acknowledged, not yet written (gauge) */
 	ST_WRITEBACK_WAITS,  /* waits for writeback behind a stream */
 	ST_DEFERRED_ERRORS,  /* failed writes of acknowledged data */
+	ST_DEFERRED_REPORTED, /* such errors returned to a handle */
 	ST_INFLIGHT,	     /* bytes queued for background writes (gauge) */
 	ST_QUEUE_WAITS,	     /* requests that waited for room in the queue */
 	ST_BACKGROUND_WRITES, /* backing writes made by a handle's worker */

@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -989,61 +990,119 @@ static const struct {
 	{ "split", 1048560, 16, 16 << 20 },
 };
 
+/* Sequential writes (mode 0) or O_APPEND writes (mode 1) of one size pattern. */
+static void append_case(size_t i, int mode, const unsigned char *src, char *msg, size_t msglen)
+{
+	char rel[64];
+	snprintf(rel, sizeof rel, "%s-%s.mkv", mode ? "oapp" : "app", appends[i].name);
+	long long bw0 = stats_get(g_sm.mnt, "dontcache", "backing_writes");
+	int fd = open(SM("%s", rel), O_CREAT | O_TRUNC | O_WRONLY | (mode ? O_APPEND : 0), 0644);
+	ck_assert_msg(fd >= 0, "create %s: %s", rel, strerror(errno));
+	size_t off = 0;
+	for (int k = 0; off < appends[i].total; k++) {
+		size_t n = k % 2 ? appends[i].b : appends[i].a;
+		if (n > appends[i].total - off)
+			n = appends[i].total - off;
+		ssize_t w = write(fd, src + off, n);
+		ck_assert_msg(w == (ssize_t)n, "%s: write %zu at %zu: %zd (%s)", rel, n, off, w,
+			      strerror(errno));
+		off += n;
+	}
+	/* while open: only the buffered tail is missing, nothing is resident */
+	long long open_left = wait_resident_le(SE("%s", rel), 1, 5);
+	ck_assert_int_eq(close(fd), 0);
+	long long bw = stats_get(g_sm.mnt, "dontcache", "backing_writes") - bw0;
+	long long left = wait_resident_le(SE("%s", rel), 0, 10);
+	printf("stream-%s %s of %s bytes: %zu bytes, %lld backing writes, %lld pages resident before close, %lld after\n",
+	       sk_names[g_sk], mode ? "O_APPEND writes" : "appends", appends[i].name, appends[i].total, bw,
+	       open_left, left);
+	fflush(stdout);
+	size_t ml = strlen(msg);
+	if (left != 0)
+		snprintf(msg + ml, msglen - ml,
+			 "\n  %s: %lld backing pages resident 10s after close (appends of %s bytes)", rel, left,
+			 appends[i].name);
+	ml = strlen(msg);
+	if (appends[i].a >= 4000 && open_left > 1)
+		snprintf(msg + ml, msglen - ml,
+			 "\n  %s: %lld backing pages resident while open (appends of %s bytes)", rel, open_left,
+			 appends[i].name);
+	/* 1 MiB backing writes (a few more where a request crosses the buffer's end) */
+	ml = strlen(msg);
+	if (g_sk != SK_BTRFS && appends[i].a >= 4000 && bw > (long long)(appends[i].total >> 20) * 2 + 2)
+		snprintf(msg + ml, msglen - ml,
+			 "\n  %s: %lld backing writes for %zu bytes in %s-byte appends (not coalesced)", rel, bw,
+			 appends[i].total, appends[i].name);
+	int mfd = open(SM("%s", rel), O_RDONLY);
+	ck_assert_int_ge(mfd, 0);
+	long long fm = resident_pages(mfd);
+	close(mfd);
+	ml = strlen(msg);
+	if (fm != 0)
+		snprintf(msg + ml, msglen - ml, "\n  %s: %lld pages in the FUSE page cache", rel, fm);
+	read_compare(SE("%s", rel), src, appends[i].total, 1 << 20);
+	unlink(SE("%s", rel));
+}
+
 START_TEST(stream_append_residency)
 {
 	st_begin();
 	unsigned char *src = big_pattern(4000 + g_sk);
-	char msg[4096] = "";
-	for (size_t i = 0; i < sizeof appends / sizeof appends[0]; i++) {
-		char rel[64];
-		snprintf(rel, sizeof rel, "app-%s.mkv", appends[i].name);
-		long long bw0 = stats_get(g_sm.mnt, "dontcache", "backing_writes");
-		int fd = open(SM("%s", rel), O_CREAT | O_TRUNC | O_WRONLY, 0644);
-		ck_assert_msg(fd >= 0, "create %s: %s", rel, strerror(errno));
-		size_t off = 0;
-		for (int k = 0; off < appends[i].total; k++) {
-			size_t n = k % 2 ? appends[i].b : appends[i].a;
-			if (n > appends[i].total - off)
-				n = appends[i].total - off;
-			ssize_t w = write(fd, src + off, n);
-			ck_assert_msg(w == (ssize_t)n, "%s: write %zu at %zu: %zd (%s)", rel, n, off, w,
-				      strerror(errno));
-			off += n;
-		}
-		/* while open: only the buffered tail is missing, nothing is resident */
-		long long open_left = wait_resident_le(SE("%s", rel), 1, 5);
-		ck_assert_int_eq(close(fd), 0);
-		long long bw = stats_get(g_sm.mnt, "dontcache", "backing_writes") - bw0;
-		long long left = wait_resident_le(SE("%s", rel), 0, 10);
-		printf("stream-%s appends of %s bytes: %zu bytes, %lld backing writes, %lld pages resident before close, %lld after\n",
-		       sk_names[g_sk], appends[i].name, appends[i].total, bw, open_left, left);
-		fflush(stdout);
-		if (left != 0)
-			snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
-				 "\n  %s: %lld backing pages resident 10s after close (appends of %s bytes)",
-				 rel, left, appends[i].name);
-		if (appends[i].a >= 4000 && open_left > 1)
-			snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
-				 "\n  %s: %lld backing pages resident while open (appends of %s bytes)",
-				 rel, open_left, appends[i].name);
-		/* 1 MiB backing writes (a few more where a request crosses the buffer's end) */
-		if (g_sk != SK_BTRFS && appends[i].a >= 4000 &&
-		    bw > (long long)(appends[i].total >> 20) * 2 + 2)
-			snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
-				 "\n  %s: %lld backing writes for %zu bytes in %s-byte appends (not coalesced)",
-				 rel, bw, appends[i].total, appends[i].name);
-		int mfd = open(SM("%s", rel), O_RDONLY);
-		ck_assert_int_ge(mfd, 0);
-		long long fm = resident_pages(mfd);
-		close(mfd);
-		if (fm != 0)
-			snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
-				 "\n  %s: %lld pages in the FUSE page cache", rel, fm);
-		read_compare(SE("%s", rel), src, appends[i].total, 1 << 20);
-		unlink(SE("%s", rel));
-	}
+	char msg[8192] = "";
+	for (int mode = 0; mode < 2; mode++)
+		for (size_t i = 0; i < sizeof appends / sizeof appends[0]; i++)
+			append_case(i, mode, src, msg, sizeof msg);
 	free(src);
 	ck_assert_msg(!msg[0], "appends:%s", msg);
+}
+END_TEST
+
+/* O_APPEND through two handles in turn (and a header written at an offset
+ * by a third): each append lands after the previous one, whichever handle
+ * made it, nothing is overwritten, and (RWF_DONTCACHE) nothing stays
+ * resident. */
+START_TEST(stream_append_order)
+{
+	st_begin();
+	const size_t total = 6 << 20;
+	unsigned char *src = big_pattern(4100 + g_sk);
+	int w = open(SM("order.mkv"), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	ck_assert_int_ge(w, 0);
+	ck_assert_int_eq(pwrite(w, src, 5000, 0), 5000);
+	int a = open(SM("order.mkv"), O_WRONLY | O_APPEND);
+	int b = open(SM("order.mkv"), O_WRONLY | O_APPEND);
+	ck_assert(a >= 0 && b >= 0);
+	uint32_t rng = 4101 + g_sk;
+	size_t off = 5000;
+	for (int k = 0; off < total; k++) {
+		size_t n = 1 + xs32(&rng) % (k % 7 == 0 ? 1100000 : 12000);
+		if (n > total - off)
+			n = total - off;
+		int fd = xs32(&rng) % 3 ? a : b;
+		ssize_t got = write(fd, src + off, n);
+		ck_assert_msg(got == (ssize_t)n, "append %zu at %zu: %zd (%s)", n, off, got, strerror(errno));
+		off += n;
+		if (k % 50 == 0) { /* a size check in between: sees every append */
+			struct stat st;
+			ck_assert_int_eq(fstat(w, &st), 0);
+			ck_assert_msg((size_t)st.st_size == off, "size %lld after %zu bytes appended",
+				      (long long)st.st_size, off);
+		}
+	}
+	ck_assert_int_eq(close(a), 0);
+	ck_assert_int_eq(close(b), 0);
+	ck_assert_int_eq(close(w), 0);
+	long long left = wait_resident_le(SE("order.mkv"), max_left(), 10);
+	printf("stream-%s O_APPEND through two handles: %zu bytes, %lld pages resident after close\n",
+	       sk_names[g_sk], total, left);
+	fflush(stdout);
+	read_compare(SE("order.mkv"), src, total, 1 << 20);
+	/* The fallback (btrfs) counts pages another handle left resident as
+	 * someone else's and keeps them: only RWF_DONTCACHE promises 0 here. */
+	if (g_sk != SK_BTRFS)
+		ck_assert_msg(left <= max_left(), "%lld pages resident after close", left);
+	unlink(SE("order.mkv"));
+	free(src);
 }
 END_TEST
 
@@ -1280,6 +1339,128 @@ START_TEST(stream_enospc)
 }
 END_TEST
 
+/* ---- deferred errors reach every handle, whatever its class ---------------------- */
+/* The stream config plus a [process] rule: opens made under that name are
+ * of the cache class (forwarded: -o nopassthrough), so one inode has
+ * streaming and non-streaming handles at once. */
+static const char ERRSEQ_CONF_EXTRA[] =
+	"\n"
+	"[process dcfsplain]\n"
+	"policy = cache\n";
+
+static int open_named(const char *path, int flags, const char *comm)
+{
+	char saved[16] = "";
+	prctl(PR_GET_NAME, saved, 0, 0, 0);
+	prctl(PR_SET_NAME, comm, 0, 0, 0);
+	int fd = open(path, flags, 0644);
+	int e = errno;
+	prctl(PR_SET_NAME, saved, 0, 0, 0);
+	ck_assert_msg(fd >= 0, "open %s as %s: %s", path, comm, strerror(e));
+	return fd;
+}
+
+static void wait_free_mb(const char *dir, unsigned mb)
+{
+	for (int i = 0; i < 100; i++) {
+		struct statvfs sv;
+		sync();
+		if (statvfs(dir, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize > ((uint64_t)mb << 20))
+			return;
+		sleep_ms(100);
+	}
+}
+
+static long long reported(const struct own_mount *m)
+{
+	return stats_get(m->mnt, "dontcache", "deferred_reported") +
+	       stats_get(m->mnt, "cache", "deferred_reported");
+}
+
+/* A buffered write of a streaming handle fails (the filesystem filled up
+ * behind the daemon's back): each handle open at that time gets ENOSPC
+ * exactly once, at its next fsync, write or close, be it streaming or a
+ * forwarded cache-class handle; a handle opened afterwards gets nothing. */
+START_TEST(stream_errseq)
+{
+	st_begin();
+	char err[4096], conf[sizeof STREAM_CONF + sizeof ERRSEQ_CONF_EXTRA];
+	const char *root = small_root(err, sizeof err);
+	ck_assert_msg(root, "%s", err);
+	snprintf(conf, sizeof conf, "%s%s", STREAM_CONF, ERRSEQ_CONF_EXTRA);
+	struct own_mount m;
+	ck_assert_msg(own_mount_start_opts(&m, root, "errseq", conf, "nopassthrough") == 0, "mount: %s",
+		      m.err);
+	unsigned char *src = malloc(300000);
+	fill_pattern(src, 300000, 4250);
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s", fmt_join(m.mnt, "e.mkv"));
+	long long cache0 = stats_get(m.mnt, "cache", "opened");
+	long long de0 = stats_get(m.mnt, "dontcache", "deferred_errors"), rep0 = reported(&m);
+	int a = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644); /* streaming writer */
+	int c = open(path, O_RDONLY);				 /* streaming reader */
+	int b = open_named(path, O_RDWR, "dcfsplain");		 /* forwarded, cache class */
+	int d = open_named(path, O_RDWR, "dcfsplain");
+	ck_assert(a >= 0 && c >= 0);
+	ck_assert_int_eq(stats_get(m.mnt, "cache", "opened") - cache0, 2);
+	ck_assert_int_eq(write(a, src, 300000), 300000); /* acknowledged from the buffer */
+	int hog = fill_fs(fmt_join(m.exp, "hog"));
+	/* b's fsync writes a's buffer first: that write fails */
+	int fb1 = fsync(b), eb1 = errno;
+	int fb2 = fsync(b), eb2 = errno;
+	int late = open(path, O_RDONLY);
+	ck_assert_int_ge(late, 0);
+	close(hog);
+	ck_assert_int_eq(unlink(fmt_join(m.exp, "hog")), 0);
+	wait_free_mb(m.exp, 100);
+	/* with space again: d's first write is refused with the error, its next one works */
+	ssize_t wd1 = pwrite(d, "x", 1, 0);
+	int ed1 = errno;
+	ssize_t wd2 = pwrite(d, "y", 1, 0);
+	int ed2 = errno;
+	ssize_t wa1 = write(a, src, 1000);
+	int ea1 = errno;
+	int fa2 = fsync(a), ea2 = errno;
+	int cc = close(c), ec = errno;
+	int cl = close(late), el = errno;
+	int ca = close(a), cb = close(b), cd = close(d);
+	long long de = stats_get(m.mnt, "dontcache", "deferred_errors") - de0;
+	long long rep = reported(&m) - rep0;
+	printf("stream-%s errseq: fsync(b) %d (%s) then %d; write(d) %zd (%s) then %zd; write(a) %zd (%s), "
+	       "fsync(a) %d; close(c) %d (%s); close(late) %d; deferred_errors +%lld, reported +%lld\n",
+	       sk_names[g_sk], fb1, fb1 ? strerror(eb1) : "ok", fb2, wd1, wd1 < 0 ? strerror(ed1) : "ok", wd2,
+	       wa1, wa1 < 0 ? strerror(ea1) : "ok", fa2, cc, cc ? strerror(ec) : "ok", cl, de, rep);
+	fflush(stdout);
+	ck_assert_msg(fb1 == -1 && eb1 == ENOSPC, "fsync of the cache-class handle: %d (%s), expected ENOSPC",
+		      fb1, strerror(eb1));
+	ck_assert_msg(fb2 == 0, "second fsync of the cache-class handle: %s (reported twice)", strerror(eb2));
+	ck_assert_msg(wd1 == -1 && ed1 == ENOSPC,
+		      "first write of the other cache-class handle: %zd (%s), expected ENOSPC", wd1,
+		      strerror(ed1));
+	ck_assert_msg(wd2 == 1, "second write of that handle: %zd (%s)", wd2, strerror(ed2));
+	ck_assert_msg(wa1 == -1 && ea1 == ENOSPC, "next write of the writer: %zd (%s), expected ENOSPC", wa1,
+		      strerror(ea1));
+	ck_assert_msg(fa2 == 0, "fsync of the writer after its write got the error: %s (reported twice)",
+		      strerror(ea2));
+	ck_assert_msg(cc == -1 && ec == ENOSPC, "close of the streaming reader: %d (%s), expected ENOSPC", cc,
+		      strerror(ec));
+	ck_assert_msg(cl == 0, "close of a handle opened after the error: %s", strerror(el));
+	ck_assert_msg(ca == 0 && cb == 0 && cd == 0, "closes after the report: %d %d %d", ca, cb, cd);
+	ck_assert_int_eq(de, 1);
+	ck_assert_int_eq(rep, 4);
+	/* only d's second write is in the file */
+	size_t got_len = 0;
+	unsigned char *got = slurp(fmt_join(m.exp, "e.mkv"), &got_len);
+	ck_assert_ptr_nonnull(got);
+	ck_assert_msg(got_len == 1 && got[0] == 'y', "after the lost write: %zu bytes", got_len);
+	free(got);
+	unlink(fmt_join(m.mnt, "e.mkv"));
+	ck_assert_msg(own_mount_stop(&m, err, sizeof err) == 0, "unmount: %s", err);
+	free(src);
+	small_release();
+}
+END_TEST
+
 /* ---- EIO from a failing device ------------------------------------------------------ */
 /* The backing ext4 sits on a loop device over an image that becomes
  * immutable mid-stream: the loop device's writes fail (ext4 refuses writes
@@ -1427,8 +1608,10 @@ Suite *stream_suite(void)
 		tcase_add_test(tc, stream_random_ops);
 		if (k != SK_BTRFS)
 			tcase_add_test(tc, stream_append_residency);
+		tcase_add_test(tc, stream_append_order);
 		if (k == SK_EXT4) { /* mkfs.xfs wants >= 300 MB: one small fs is enough */
 			tcase_add_test(tc, stream_enospc);
+			tcase_add_test(tc, stream_errseq);
 			tcase_add_test(tc, stream_eio);
 		}
 		tcase_add_test(tc, stream_unaligned_1m);

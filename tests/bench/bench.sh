@@ -136,7 +136,7 @@ cleanup() {
 	done
 	for i in "${LOOPS[@]}"; do losetup -d "$i"; done
 	for i in "${CGS[@]}"; do [ -d "$i" ] && rmdir "$i"; done
-	[ "$KEEP" = 1 ] || rm -f "$W/main.img" "$W/ext4.img" "$W/btrfs.img"
+	[ "$KEEP" = 1 ] || rm -f "$W/main.img" "$W/ext4.img" "$W/xfs.img" "$W/btrfs.img"
 	rm -rf "$W/tmp"
 	exit $rc
 }
@@ -153,6 +153,15 @@ cpu_ticks() { # utime + stime of all threads of a pid, 0 without one
 	sed 's/.*) //' /proc/$1/stat | awk '{ print $12 + $13 }'
 }
 HZ=$(getconf CLK_TCK)
+# Peak RSS of a daemon over one measurement: clear_refs 5 resets VmHWM.
+rss_reset() { [ -n "${1:-}" ] && [ -w /proc/$1/clear_refs ] && echo 5 > /proc/$1/clear_refs || true; }
+rss_peak() { # KiB, - without a daemon
+	[ -n "${1:-}" ] && [ -r /proc/$1/status ] || { echo -; return; }
+	awk '$1 == "VmHWM:" { print $2 }' /proc/$1/status
+}
+# The in-flight bound the peak RSS is compared with (dcfs.conf defaults;
+# the bench configs do not set inflight): one handle streams at a time.
+INFLIGHT_MIB=8
 
 make_fs() { # kind size dir
 	local img=$W/$1.img loop
@@ -288,7 +297,7 @@ sys_label() {
 }
 
 # One measured operation; appends a CSV line to $RAW/stream.csv:
-# rep,sys,bs,op,bytes,secs,mibs,res_backing,res_fuse,dcached_kb,ddirty_kb,kswapd,cpu_ticks,disturbed
+# rep,sys,bs,op,bytes,secs,mibs,res_backing,res_fuse,dcached_kb,ddirty_kb,kswapd,cpu_ticks,disturbed,rss_peak_kb
 one_op_try() {
 	local rep=$1 sys=$2 bs=$3 op=$4 size=$5 f out k0 k1 c0 c1 w rb rf x0 x1 ext=0
 	sys_setup "$sys"
@@ -296,6 +305,7 @@ one_op_try() {
 	[ "$op" = write ] && rm -f "$DIR/$f"
 	drop_caches
 	k0=$(kswapd_scan); c0=$(cpu_ticks "$DPID"); x0=$(drops)
+	rss_reset "$DPID"
 	watch_start
 	if [ "$op" = write ]; then
 		local wcg d0
@@ -314,6 +324,7 @@ one_op_try() {
 		return 0
 	fi
 	k1=$(kswapd_scan); c1=$(cpu_ticks "$DPID")
+	local rss; rss=$(rss_peak "$DPID")
 	sleep 0.5 # FUSE release is asynchronous: let it finish
 	rb=$("$IO" resident "$BDIR/$f" | cut -d' ' -f1)
 	rf=-
@@ -324,7 +335,7 @@ one_op_try() {
 	echo "$rep,$sys,$bs,$op,$nb,${4:--},$((c1 - c0)),$ext" >> "$RAW/cpu.csv"
 	local dcached=- ddirty=-
 	[ -n "$w" ] && { set -- $w; dcached=$(($3 - $1)) ddirty=$(($4 - $2)); }
-	echo "$rep,$sys,$bs,$op,$nb,$secs,$mibs,$rb,$rf,$dcached,$ddirty,$((k1 - k0)),$((c1 - c0)),$ext" \
+	echo "$rep,$sys,$bs,$op,$nb,$secs,$mibs,$rb,$rf,$dcached,$ddirty,$((k1 - k0)),$((c1 - c0)),$ext,$rss" \
 		>> "$RAW/stream.csv"
 	log "run $rep $sys $bs $op: $mibs MiB/s resident $rb/$rf"
 	EXT=$ext
@@ -360,7 +371,7 @@ stream_part() {
 # One run: the hot reader reads the hot file into cache, then the writer
 # streams STREAM bytes; reader, writer and (for dcfs) the daemon are all in
 # one memory cgroup limited to CG_LIMIT.  Appends to $RAW/hot.csv:
-# rep,sys,hot_pages_before,still,fraction,dcached_end_kb,dcached_peak_kb,stream_mibs,cpu_ticks,cg_max_usage,hot_backing_before,hot_backing_still,disturbed
+# rep,sys,hot_pages_before,still,fraction,dcached_end_kb,dcached_peak_kb,stream_mibs,cpu_ticks,cg_max_usage,hot_backing_before,hot_backing_still,disturbed,rss_peak_kb
 hot_run() {
 	local rep=$1 sys=$2 cg hot stream flag="" name="" mnt="" back pid=""
 	local w c0 c1 sv out svb=" - - " bb="" kb x0 x1 ext=0
@@ -386,10 +397,12 @@ hot_run() {
 	"$IO" pages "$hot" "$W/tmp/hot.before" >/dev/null
 	[ -n "$bb" ] && "$IO" pages "$bb" "$W/tmp/hotb.before" >/dev/null
 	c0=$(cpu_ticks "$pid")
+	rss_reset "$pid"
 	watch_start
 	out=$(incg "$cg" "$IO" write "$stream" "$STREAM" 1M $flag fsync)
 	watch_stop; w=$WOUT
 	c1=$(cpu_ticks "$pid")
+	local rss; rss=$(rss_peak "$pid")
 	sleep 0.5
 	sv=$("$IO" survival "$hot" "$W/tmp/hot.before")
 	[ -n "$bb" ] && svb=$("$IO" survival "$bb" "$W/tmp/hotb.before")
@@ -403,7 +416,7 @@ hot_run() {
 	local dend=- dpeak=-
 	[ -n "$w" ] && { set -- $w; dend=$(($5 - $1)) dpeak=$(($3 - $1)); }
 	set -- $out
-	echo "$rep,$sys,$had,$still,$frac,$dend,$dpeak,$3,$((c1 - c0)),$kb,$bhad,$bstill,$ext" >> "$RAW/hot.csv"
+	echo "$rep,$sys,$had,$still,$frac,$dend,$dpeak,$3,$((c1 - c0)),$kb,$bhad,$bstill,$ext,$rss" >> "$RAW/hot.csv"
 	HEXT=$ext
 	log "hot run $rep $sys: survival $frac ($still of $had pages) backing $bstill/$bhad, Cached +$((dend / 1024)) MiB, stream $3 MiB/s"
 	rmdir "$cg"
@@ -510,6 +523,7 @@ cpu_table() {
 }
 
 # stream.csv -> $RAW/stream-median.csv: sys,bs,op,mibs,res_b,res_f,dcached_mib,ddirty_mib,kswapd,cpu_s_per_gib
+# stream.csv -> $RAW/stream-median.csv: sys,bs,op,mibs,res_b,res_f,dcached_mib,ddirty_mib,kswapd,cpu_s_per_gib,used,excluded,rss_peak_mib
 stream_medians() {
 	awk -F, "$median_awk"'
 	FNR == NR { if ($14 != 1) clean[$2 "," $3 "," $4]++; next }
@@ -522,10 +536,11 @@ stream_medians() {
 		dc[k] = dc[k] " " ($10 == "-" ? "-" : $10 / 1024); dd[k] = dd[k] " " ($11 == "-" ? "-" : $11 / 1024)
 		ks[k] = ks[k] " " $12
 		cpu[k] = cpu[k] " " ($13 / hz) / ($5 / 1073741824)
+		rss[k] = rss[k] " " (($15 == "" || $15 == "-") ? "-" : $15 / 1024)
 	}
 	END {
-		for (i = 1; i <= n; i++) { k = order[i]
-			printf "%s,%s,%s,%s,%.0f,%.0f,%s,%.2f,%d,%d\n", k, med(mibs[k]), med(rb[k]), med(rf[k]), med(dc[k]), med(dd[k]), med(ks[k]), med(cpu[k]), used[k], excl[k] }
+		for (i = 1; i <= n; i++) { k = order[i]; r = med(rss[k])
+			printf "%s,%s,%s,%s,%.0f,%.0f,%s,%.2f,%d,%d,%s\n", k, med(mibs[k]), med(rb[k]), med(rf[k]), med(dc[k]), med(dd[k]), med(ks[k]), med(cpu[k]), used[k], excl[k], (r == "-" || r == "") ? "-" : sprintf("%.1f", r) }
 	}' hz="$HZ" "$RAW/stream.csv" "$RAW/stream.csv" > "$RAW/stream-median.csv"
 }
 
@@ -535,8 +550,8 @@ fmt_size() { # bytes -> 4 GiB / 512 MiB
 }
 
 stream_table() { # op
-	echo "| system | req | MiB/s | × native dontcache | × native buffered | resident pages after (backing) | resident pages after (FUSE) | peak ΔCached MiB | peak ΔDirty MiB | kswapd scan Δ | daemon CPU s/GiB |"
-	echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| system | req | MiB/s | × native dontcache | × native buffered | resident pages after (backing) | resident pages after (FUSE) | peak ΔCached MiB | peak ΔDirty MiB | kswapd scan Δ | daemon CPU s/GiB | daemon peak RSS MiB (in-flight bound $INFLIGHT_MIB) |"
+	echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	awk -F, -v op="$1" '
 	FNR == NR { if ($3 == op) { if ($1 == "nat-dc") dc[$2] = $4; if ($1 == "nat-buf") bu[$2] = $4 }; next }
 	$3 == op { row[$1 "," $2] = $0 }
@@ -549,7 +564,8 @@ stream_table() { # op
 			r1 = (dc[f[2]] > 0) ? sprintf("%.2f", f[4] / dc[f[2]]) : "-"
 			r2 = (bu[f[2]] > 0) ? sprintf("%.2f", f[4] / bu[f[2]]) : "-"
 			cpu = (f[1] ~ /^dcfs/) ? f[10] : "-"
-			printf "| %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s |\n", f[1], f[2], f[4], r1, r2, f[5], f[6], f[7], f[8], f[9], cpu
+			rss = (f[1] ~ /^dcfs/ && f[13] != "") ? f[13] : "-"
+			printf "| %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f[1], f[2], f[4], r1, r2, f[5], f[6], f[7], f[8], f[9], cpu, rss
 		}
 	}' bslist="$BSLIST" syslist="$SYSTEMS" "$RAW/stream-median.csv" "$RAW/stream-median.csv"
 }
@@ -566,10 +582,12 @@ hot_medians() {
 		de[k] = de[k] " " ($6 == "-" ? "-" : $6 / 1024); dp[k] = dp[k] " " ($7 == "-" ? "-" : $7 / 1024); mb[k] = mb[k] " " $8
 		cpu[k] = cpu[k] " " $9; mu[k] = mu[k] " " $10 / 1048576
 		bh[k] = bh[k] " " $11; bs[k] = bs[k] " " $12
+		rss[k] = rss[k] " " (($14 == "" || $14 == "-") ? "-" : $14 / 1024)
+		if (!(k in lo) || $5 < lo[k]) lo[k] = $5
 	}
 	END {
-		for (i = 1; i <= n; i++) { k = order[i]
-			printf "%s,%s,%s,%s,%.0f,%.0f,%s,%s,%.0f,%s,%s,%d,%d\n", k, med(had[k]), med(still[k]), med(fr[k]), med(de[k]), med(dp[k]), med(mb[k]), med(cpu[k]), med(mu[k]), med(bh[k]), med(bs[k]), used[k], excl[k] }
+		for (i = 1; i <= n; i++) { k = order[i]; r = med(rss[k])
+			printf "%s,%s,%s,%s,%.0f,%.0f,%s,%s,%.0f,%s,%s,%d,%d,%s,%s\n", k, med(had[k]), med(still[k]), med(fr[k]), med(de[k]), med(dp[k]), med(mb[k]), med(cpu[k]), med(mu[k]), med(bh[k]), med(bs[k]), used[k], excl[k], (r == "-" || r == "") ? "-" : sprintf("%.1f", r), lo[k] }
 	}' "$RAW/hot.csv" "$RAW/hot.csv" > "$RAW/hot-median.csv"
 }
 
@@ -602,7 +620,7 @@ label_rows() { # replaces system ids in column 1 with labels
 }
 
 targets() {
-	awk -F, -v win_pages="$WINDOW_PAGES" '
+	awk -F, -v win_pages="$WINDOW_PAGES" -v inflight="$INFLIGHT_MIB" -v fs="$FS" '
 	function g(s, b, o, f) { return v[s "," b "," o, f] }
 	FILENAME ~ /charge-median/ { charge[$1 "," $2] = $5; next }
 	{ for (i = 4; i <= NF; i++) v[$1 "," $2 "," $3, i] = $i }
@@ -630,9 +648,13 @@ targets() {
 	END {
 		n = split(bslist, B, " ")
 		for (i = 1; i <= n; i++) { crow(B[i], "write"); crow(B[i], "read"); copyrow(B[i]) }
-		rrow("1M", "write", 0.90); rrow("1M", "read", 0.90)
-		rrow("64K", "write", 0.80); rrow("64K", "read", 0.80)
-		rrow("4K", "read", 0.70)
+		# issue 11: writes >= 1.0x at 64K and 1M (0.7x at 4K), reads >= 1.0x
+		rrow("1M", "write", 1.0); rrow("1M", "read", 1.0)
+		rrow("64K", "write", 1.0); rrow("64K", "read", 1.0)
+		rrow("4K", "write", 0.70); rrow("4K", "read", 1.0)
+		if (g("dcfs-dc", "1M", "write", 13) != "" && g("dcfs-dc", "1M", "write", 13) != "-")
+			row("dcfs dontcache 1M write: daemon peak RSS", g("dcfs-dc", "1M", "write", 13) " MiB",
+			    "≤ in-flight bound " inflight " MiB + 8 MiB", g("dcfs-dc", "1M", "write", 13) <= inflight + 8)
 		n = split(bslist, B, " ")
 		for (c = 1; c <= 2; c++) {
 			sys = c == 1 ? "dcfs-dc" : "dcfs-btrfs"; max = -1; cases = ""
@@ -652,8 +674,13 @@ targets() {
 }
 
 hot_targets() {
+	# >= 97 % in every run: the worst run (column 15) is what counts
 	awk -F, '$1 == "dcfs-dc" || $1 == "dcfs-dc-hotnative" || $1 == "dcfs-btrfs" {
-		printf "| hot-set survival, %s | %.1f %% | ≥ 95 %% | %s |\n", $1, $4 * 100, ($4 >= 0.95) ? "met" : "**missed**" }' \
+		w = ($15 != "") ? $15 : $4
+		printf "| hot-set survival, worst run (median %.1f %%), %s | %.1f %% | ≥ 97 %% | %s |\n", $4 * 100, $1, w * 100, (w >= 0.97) ? "met" : "**missed**"
+		if ($14 != "" && $14 != "-")
+			printf "| daemon peak RSS during the %s stream, %s | %s MiB | ≤ in-flight bound %d MiB + 8 MiB | %s |\n", stream, $1, $14, inflight, ($14 <= inflight + 8) ? "met" : "**missed**" }' \
+		stream="$(fmt_size "$(bytes "$STREAM")")" inflight="$INFLIGHT_MIB" \
 		"$RAW/hot-median.csv" | label_rows_hot
 }
 label_rows_hot() {
@@ -778,11 +805,13 @@ report() {
 		if [ -s "$RAW/hot-median.csv" ]; then
 			echo "## Hot-set survival: $(fmt_size "$(bytes "$HOT")") hot file, $(fmt_size "$(bytes "$STREAM")") streamed at 1 MiB, one memory cgroup of $(fmt_size "$(bytes "$CG_LIMIT")") (median of $HOT_RUNS run(s))"
 			echo
-			echo "| system | hot pages resident before | still resident after | survival | ΔCached at end MiB | peak ΔCached MiB | stream MiB/s | daemon CPU s | cgroup max usage MiB | hot backing pages before → after | runs used (excluded) |"
-			echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+			echo "| system | hot pages resident before | still resident after | survival (worst run) | ΔCached at end MiB | peak ΔCached MiB | stream MiB/s | daemon CPU s | cgroup max usage MiB | hot backing pages before → after | daemon peak RSS MiB (in-flight bound $INFLIGHT_MIB) | runs used (excluded) |"
+			echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 			awk -F, '{ cpu = ($1 ~ /^dcfs/) ? sprintf("%.2f", $8 / hz) : "-"
 				bk = ($10 == "-") ? "-" : $10 " → " $11
-				printf "| %s | %s | %s | %.1f %% | %s | %s | %s | %s | %s | %s | %d (%d) |\n", $1, $2, $3, $4 * 100, $5, $6, $7, cpu, $9, bk, $12, $13 }' \
+				rss = ($1 ~ /^dcfs/ && $14 != "") ? $14 : "-"
+				worst = ($15 != "") ? sprintf(" (%.1f %%)", $15 * 100) : ""
+				printf "| %s | %s | %s | %.1f %%%s | %s | %s | %s | %s | %s | %s | %s | %d (%d) |\n", $1, $2, $3, $4 * 100, worst, $5, $6, $7, cpu, $9, bk, rss, $12, $13 }' \
 				hz="$HZ" "$RAW/hot-median.csv" | label_rows
 			echo
 		fi
