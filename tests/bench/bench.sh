@@ -450,15 +450,18 @@ meta_mount_opts() { # SYSTEM
 # Requests per file of a dcfs run, from `dcfs stat --json`: "lookup 3.00 ..."
 requests_per_file() { # JSON N
 	grep -o '"requests":{[^}]*}' "$1" | sed 's/"requests":{//; s/}//' | tr ',' '\n' |
-		awk -F: -v n="$2" '{ gsub(/"/, "", $1); if ($1 != "init" && $1 != "getxattr_" ) printf "%s%s %.2f", sep, $1, $2 / n; sep = ", " } END { print "" }'
+		awk -F: -v n="$2" '{ gsub(/"/, "", $1); if ($1 != "init") printf "%s%s %.2f", sep, $1, $2 / n; sep = ", " } END { print "" }'
 }
 
 # One run of `dcfs-io meta` by SYSTEM; a dcfs system gets a fresh daemon
 # (fd limit META_NOFILE) so that peak fds, peak RSS and request counts are
 # of this run.  Appends to $RAW/meta.csv:
-# n,rep,sys,create_s,stat_s,unlink_s,peak_fds,peak_rss_kb,fds_after
+# n,rep,sys,create_s,stat_s,unlink_s,peak_fds,peak_rss_kb,fds_after,disturbed
+# (disturbed: someone else's drop_caches during the run, which also makes
+# the kernel forget the mount's entries; such a run is logged, kept, and
+# counted under the table)
 meta_run() { # N REP SYSTEM
-	local n=$1 rep=$2 sys=$3 d pid="" out after=-
+	local n=$1 rep=$2 sys=$3 d pid="" out after=- x0 ext=0
 	rm -rf "$E/meta-native"
 	find "$E/meta-dcfs" -mindepth 1 -delete
 	d=$E/meta-native
@@ -468,12 +471,14 @@ meta_run() { # N REP SYSTEM
 	fi
 	mkdir -p "$d"
 	drop_caches
+	x0=$(drops)
 	[ -n "$pid" ] && sampler_start "$pid"
 	if ! out=$("$IO" meta "$d" "$n" 1K 2>"$W/tmp/meta.err"); then
 		log "meta $n run $rep $sys FAILED: $(cat "$W/tmp/meta.err")"
 		echo "$n,$rep,$sys,FAIL,$(sed 's/,/;/g' "$W/tmp/meta.err" | head -1)" >> "$RAW/meta.csv"
 		out=""
 	fi
+	[ "$(drops)" = "$x0" ] || { ext=1; log "warning: someone dropped the page cache during meta $n run $rep $sys"; }
 	PEAK_FDS=- HWM_KB=-
 	if [ -n "$pid" ]; then
 		sampler_stop "$pid"
@@ -484,7 +489,7 @@ meta_run() { # N REP SYSTEM
 		stop_dcfs meta "$M/meta"
 	fi
 	[ -n "$out" ] || return 0
-	echo "$n,$rep,$sys,${out// /,},$PEAK_FDS,$HWM_KB,$after" >> "$RAW/meta.csv"
+	echo "$n,$rep,$sys,${out// /,},$PEAK_FDS,$HWM_KB,$after,$ext" >> "$RAW/meta.csv"
 	log "meta $n run $rep $sys: create/stat/unlink $out s, peak fds $PEAK_FDS, peak RSS $HWM_KB KiB"
 }
 
@@ -494,14 +499,16 @@ meta_run() { # N REP SYSTEM
 # the same tree.  Appends to $RAW/find.csv:
 # sys,phase,secs,entries,peak_fds,peak_rss_kb
 find_one() { # SYSTEM PHASE DIR PID
-	local t0 t1 n
+	local t0 t1 n x0
 	[ "$2" = cold ] && drop_caches
+	x0=$(drops)
 	[ -n "$4" ] && sampler_start "$4"
 	t0=$(date +%s.%N)
 	n=$(find "$3" -printf '%s %i\n' | wc -l)
 	t1=$(date +%s.%N)
 	PEAK_FDS=- HWM_KB=-
 	[ -n "$4" ] && sampler_stop "$4"
+	[ "$(drops)" = "$x0" ] || log "warning: someone dropped the page cache during find $1 $2"
 	echo "$1,$2,$(echo "$t1 - $t0" | bc),$n,$PEAK_FDS,$HWM_KB" >> "$RAW/find.csv"
 	log "find $1 $2: $n entries in $(echo "$t1 - $t0" | bc) s, peak fds $PEAK_FDS, peak RSS $HWM_KB KiB"
 }
@@ -622,7 +629,8 @@ meta_medians() { # N: one row per phase, a column per system of META_SYS
 	$1 != N { next }
 	$4 == "FAIL" { fail[$3] = fail[$3] "run " $2 ": " $5 "; "; next }
 	{ c[$3] = c[$3] " " $4; s[$3] = s[$3] " " $5; u[$3] = u[$3] " " $6
-	  t[$3] = t[$3] " " ($4 + $5 + $6); f[$3] = f[$3] " " $7; r[$3] = r[$3] " " $8; runs[$3]++ }
+	  t[$3] = t[$3] " " ($4 + $5 + $6); f[$3] = f[$3] " " $7; r[$3] = r[$3] " " $8; runs[$3]++
+	  if ($10 == 1) dist++ }
 	function cell(v) { return v == "" ? "FAILED" : sprintf("%.3f", v) }
 	function ratio(a, b) { return (a == "" || b == "" || a == 0) ? "-" : sprintf("%.2f", b / a) }
 	function row(name, arr,   i, line, nat) {
@@ -639,6 +647,7 @@ meta_medians() { # N: one row per phase, a column per system of META_SYS
 		for (i = 1; i <= ns; i++) if (S[i] != "native") line = line " | "
 		print line " |"
 		for (i = 1; i <= ns; i++) if (fail[S[i]] != "") printf "\n%s failures: %s\n", S[i], fail[S[i]]
+		if (dist) printf "\n%d of these runs had a drop_caches by someone else in them (the kernel then forgets the mount'"'"'s entries: more LOOKUPs).\n", dist
 	}' "$RAW/meta.csv"
 }
 
