@@ -34,6 +34,9 @@ static struct dcfs_inode *detached;
 static struct dcfs_inode *ghost_head, *ghost_tail;
 static size_t n_ghosts;
 
+/* Mount id of the backing root, -1 without handles there (lookup_held()). */
+static int root_mnt_id = -1;
+
 /* What a node id dcfs does not hold maps to: pinning it fails (ESTALE). */
 static struct dcfs_inode dead_inode = { .fd = -1 };
 
@@ -203,10 +206,17 @@ int inode_table_init(const char *backing)
 /* Decides (and logs) the identity mode of the backing filesystem. */
 void inode_table_probe(void)
 {
+	struct {
+		struct file_handle fh;
+		unsigned char bytes[MAX_HANDLE_SZ];
+	} h = { .fh.handle_bytes = MAX_HANDLE_SZ };
 	struct stat st;
+	int id;
 
 	if (fstat(dcfs.root.fd, &st) == 0)
 		free(handle_for(dcfs.root.fd, &st));
+	if (name_to_handle_at(dcfs.root.fd, "", &h.fh, &id, AT_EMPTY_PATH) == 0)
+		root_mnt_id = id;
 }
 
 void inode_table_destroy(void)
@@ -393,6 +403,57 @@ static int entry_from_fd(int fd, struct fuse_entry_param *e)
 	return 0;
 }
 
+static bool is_dot_or_dotdot(const char *name)
+{
+	return name[0] == '.' &&
+	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
+
+/*
+ * LOOKUP of a name whose object dcfs already holds (a stat or unlink
+ * after the entry timeout, a listing again): answered without opening an
+ * O_PATH fd, which would only replace one the fd cache may have evicted.
+ * The name's handle comes first: name_to_handle_at() follows no trailing
+ * symlink and, on a mount point, only encodes the mounted root without
+ * asking its filesystem, so a name on another mount than the backing
+ * root's is left to the full path (open_entry() and its checks).  The
+ * attributes are then read by name; they are answered here only if they
+ * belong to a held inode whose handle is the one just taken (the name was
+ * not replaced in between).  Returns 0, -ENOENT, or 1: take the full path.
+ */
+static int lookup_held(int pfd, const char *name, struct fuse_entry_param *e)
+{
+	struct {
+		struct file_handle fh;
+		unsigned char bytes[MAX_HANDLE_SZ];
+	} h = { .fh.handle_bytes = MAX_HANDLE_SZ };
+	struct dcfs_inode *inode;
+	int id;
+
+	if (root_mnt_id < 0 || is_dot_or_dotdot(name))
+		return 1;
+	if (name_to_handle_at(pfd, name, &h.fh, &id, 0) < 0)
+		return errno == ENOENT ? -ENOENT : 1;
+	if (id != root_mnt_id)
+		return 1;
+	memset(e, 0, sizeof(*e));
+	if (fstatat(pfd, name, &e->attr, AT_SYMLINK_NOFOLLOW) < 0)
+		return 1;
+	pthread_mutex_lock(&dcfs.table_lock);
+	inode = table_find(e->attr.st_dev, e->attr.st_ino);
+	if (!inode || inode == &dcfs.root || inode->ghost || !inode->handle ||
+	    !handle_equal(inode->handle, &h.fh)) {
+		pthread_mutex_unlock(&dcfs.table_lock);
+		return 1;
+	}
+	inode->nlookup++;
+	e->ino = inode->nodeid;
+	pthread_mutex_unlock(&dcfs.table_lock);
+	e->attr_timeout = dcfs.opt.attr_timeout;
+	e->entry_timeout = dcfs.opt.entry_timeout;
+	return 0;
+}
+
 int inode_lookup(struct dcfs_inode *parent, const char *name,
 		 struct fuse_entry_param *e)
 {
@@ -404,6 +465,11 @@ int inode_lookup(struct dcfs_inode *parent, const char *name,
 	pfd = inode_pin(parent);
 	if (pfd < 0)
 		return pfd;
+	fd = lookup_held(pfd, name, e);
+	if (fd <= 0) {
+		inode_unpin(parent);
+		return fd;
+	}
 	fd = open_entry(pfd, name);
 	inode_unpin(parent);
 	if (fd < 0)

@@ -10,6 +10,8 @@
  * daemon does on the backing file.
  */
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -96,6 +98,30 @@ static void start_deferred(struct dcfs_file *f, int target, uint64_t after,
 	fi->keep_cache = 1;
 }
 
+/*
+ * Backing filesystems whose close(2) neither writes nor reports anything
+ * (no ->flush): closing a dup of the backing fd, all FLUSH would do for a
+ * handle without buffered writes, cannot fail there.  Network and stacked
+ * filesystems (NFS, CIFS, FUSE, overlayfs) and F2FS (atomic writes) keep
+ * FLUSH.
+ */
+static bool close_is_noop(int fd)
+{
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf) < 0)
+		return false;
+	switch ((unsigned long)sf.f_type) {
+	case EXT4_SUPER_MAGIC: /* also ext2 and ext3 */
+	case XFS_SUPER_MAGIC:
+	case BTRFS_SUPER_MAGIC:
+	case TMPFS_MAGIC:
+		return true;
+	default:
+		return false;
+	}
+}
+
 static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 			   const struct dcfs_config *cfg,
 			   struct fuse_file_info *fi)
@@ -107,6 +133,13 @@ static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 	if (d->policy == POLICY_CACHE) {
 		f->io = &io_plain;
 		fi->keep_cache = 1;
+		/*
+		 * No FLUSH round trip at close (FOPEN_NOFLUSH): a cache-class
+		 * handle has no buffered writes of its own, its writes are
+		 * done by the time they return.  Streaming and auto handles
+		 * keep FLUSH: close returns their deferred write errors.
+		 */
+		fi->noflush = close_is_noop(f->fd);
 		return;
 	}
 	f->probe = probe_get(f->fd);
@@ -148,9 +181,12 @@ int policy_for_inode(fuse_req_t req, struct dcfs_inode *inode, int64_t size,
 	struct dcfs_config *cfg = config_get();
 	char path[4096], comm[16];
 
-	if (file_backing_path(inode, path, sizeof(path)) < 0)
+	/* Only rules that use them cost a readlink or a /proc read per open. */
+	if (!(cfg->n_dirs || cfg->n_classes) ||
+	    file_backing_path(inode, path, sizeof(path)) < 0)
 		strcpy(path, "/");
-	caller_comm(req, comm);
+	if (!cfg->n_procs || caller_comm(req, comm) < 0)
+		comm[0] = '\0';
 	policy_decide(cfg, path, comm[0] ? comm : NULL, size, writable, d);
 	*cfgp = cfg;
 	return 0;

@@ -48,6 +48,13 @@ static void dcfs_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/*
+	 * READDIRPLUS for every batch of a listing, not only the first (the
+	 * kernel's "auto" heuristic): find, du, rsync and indexers stat what
+	 * they list, and an entry with its attributes in the listing saves
+	 * the LOOKUP round trip that would follow for each name.
+	 */
+	conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
 	/* Node ids are safe to receive back (nodeid.c): allow re-export. */
 	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
 		conn->want |= FUSE_CAP_EXPORT_SUPPORT;

@@ -586,6 +586,8 @@ static ssize_t pt_read(int fd, void *buf, size_t len, void *userdata)
 	const struct fuse_in_header *in = buf;
 
 	(void)userdata;
+	if (n >= (ssize_t)sizeof(*in))
+		reqstats_count(in->opcode);
 	if (n >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags2) +
 			   sizeof(uint32_t)) &&
 	    in->opcode == FUSE_INIT && !atomic_load(&pt.init_seen)) {

@@ -137,6 +137,26 @@ static void json_probes(FILE *out)
 	fputc(']', out);
 }
 
+static void fdcache_json(FILE *out)
+{
+	struct fdcache_stats s;
+
+	fdcache_stats(&s);
+	fprintf(out,
+		"\"fdcache\":{\"cached\":%zu,\"peak\":%zu,\"budget\":%zu,\"reopens\":%lu,\"evictions\":%lu}",
+		s.cached, s.peak, s.budget, s.reopens, s.evictions);
+}
+
+static void fdcache_table(FILE *out)
+{
+	struct fdcache_stats s;
+
+	fdcache_stats(&s);
+	fprintf(out,
+		"\nO_PATH fd cache: %zu cached (peak %zu) of %zu, %lu reopens, %lu evictions\n",
+		s.cached, s.peak, s.budget, s.reopens, s.evictions);
+}
+
 char *stats_json(void)
 {
 	char *buf = NULL;
@@ -151,6 +171,10 @@ char *stats_json(void)
 	json_probes(out);
 	fputc(',', out);
 	passthrough_json(out);
+	fputc(',', out);
+	fdcache_json(out);
+	fputc(',', out);
+	reqstats_json(out);
 	fputs("}\n", out);
 	if (fclose(out) != 0) {
 		free(buf);
@@ -210,6 +234,8 @@ char *stats_table(void)
 			probes[i].fstype, probe_state_name(probes[i].rd),
 			probe_state_name(probes[i].wr));
 	passthrough_table(out);
+	fdcache_table(out);
+	reqstats_table(out);
 	if (fclose(out) != 0) {
 		free(buf);
 		return NULL;

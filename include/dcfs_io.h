@@ -121,6 +121,11 @@ char *stats_files(uid_t who);
 /* caps.c */
 void caps_log_startup(void);
 
+/* reqstats.c */
+void reqstats_count(uint32_t opcode);
+void reqstats_json(FILE *out);
+void reqstats_table(FILE *out);
+
 /* passthrough.c */
 void passthrough_json(FILE *out);
 void passthrough_table(FILE *out);

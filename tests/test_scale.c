@@ -500,6 +500,67 @@ START_TEST(scale_samba_reexport)
 }
 END_TEST
 
+static long long requests(const char *op)
+{
+	long long v = stats_get(g_s.mnt, "requests", op);
+	return v < 0 ? 0 : v; /* an opcode not seen yet is not listed */
+}
+
+static void write_bytes(const char *path, size_t len)
+{
+	static char buf[65536];
+	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0644);
+	ck_assert_msg(fd >= 0, "create %s: %s", path, strerror(errno));
+	memset(buf, 'x', sizeof buf);
+	ck_assert_int_eq(write(fd, buf, len), (ssize_t)len);
+	OK(close(fd));
+}
+
+/* Round trips dcfs saves (dcfs(8), METADATA ROUND TRIPS), counted by
+ * `dcfs stat`: no FLUSH at the close of cache-class handles on a local
+ * backing filesystem while streaming handles keep it (their close returns
+ * deferred write errors), and READDIRPLUS for every batch of a listing, so
+ * stat'ing what was listed costs no LOOKUP per name. */
+START_TEST(scale_metadata_round_trips)
+{
+	char err[512], name[64];
+	const char *root = backing_root(FS_XFS, err, sizeof err);
+	ck_assert_msg(root != NULL, "backing fs: %s", err);
+	ck_assert_msg(own_mount_start(&g_s, root, "round-trips",
+				      "[global]\ndefault = cache\nmin_size = 0\n\n"
+				      "[class bench]\nextensions = stream\npolicy = dontcache\n") == 0,
+		      "mount: %s", g_s.err);
+	long long c0 = requests("create"), f0 = requests("flush");
+	for (int i = 0; i < 100; i++) {
+		snprintf(name, sizeof name, "c%03d", i);
+		write_bytes(PM_S(name), 1024);
+	}
+	ck_assert_int_eq(requests("create") - c0, 100);
+	ck_assert_msg(requests("flush") == f0, "%lld FLUSH requests for 100 cache-class closes",
+		      requests("flush") - f0);
+	write_bytes(PM_S("s.stream"), 65536);
+	ck_assert_msg(requests("flush") > f0, "no FLUSH at the close of a streaming handle");
+
+	/* 2000 names made behind dcfs's back: the kernel knows none of them. */
+	OK(mkdir(PE_S("list"), 0755));
+	for (int i = 0; i < 2000; i++) {
+		snprintf(name, sizeof name, "list/f%04d", i);
+		write_bytes(PE_S(name), 10);
+	}
+	long long l0 = requests("lookup"), p0 = requests("readdirplus");
+	long n = 0;
+	unsigned long long inos = 0;
+	int errs = 0;
+	walk(PM_S("list"), &n, &inos, &errs);
+	ck_assert_msg(n == 2000 && errs == 0, "listed %ld entries, %d errors", n, errs);
+	ck_assert_msg(requests("readdirplus") - p0 > 10, "%lld READDIRPLUS for 2000 entries",
+		      requests("readdirplus") - p0);
+	ck_assert_msg(requests("lookup") - l0 < 20, "%lld LOOKUPs to stat 2000 listed entries",
+		      requests("lookup") - l0);
+	scale_unmount();
+}
+END_TEST
+
 /* In the runner process, so every forked test shares one backing fs. */
 static void scale_setup(void)
 {
@@ -517,6 +578,11 @@ Suite *scale_suite(void)
 	tcase_add_test(tc, scale_random_churn);
 	tcase_add_test(tc, scale_export_handles);
 	tcase_add_test(tc, scale_samba_reexport);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("round-trips");
+	tcase_add_unchecked_fixture(tc, scale_setup, NULL);
+	tcase_set_timeout(tc, 60 * deadline_scale());
+	tcase_add_test(tc, scale_metadata_round_trips);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -24,8 +24,12 @@ HOT=2G
 STREAM=8G
 HOT_RUNS=3
 CG_LIMIT=1G
-META_N="15000 100000" # the first fits dcfs under this machine's 20000-fd limit
+META_N="100000 1000000"
 META_RUNS=3
+META_RUNS_BIG=1  # runs of file counts >= 500000 (a 1 M run takes ~10 min)
+META_NOFILE=4096 # RLIMIT_NOFILE of the metadata daemons, low on purpose
+META_SYS="native dcfs"
+FIND_N=1000000   # files of the find + stat test (0: none)
 BSLIST="4K 64K 1M"
 SYSTEMS="nat-buf nat-dc dcfs-cache dcfs-cache-fwd dcfs-auto dcfs-dc dcfs-dc-t1 dcfs-btrfs"
 HOTSYS="nat-buf nat-dc dcfs-dc dcfs-dc-hotnative dcfs-btrfs"
@@ -47,13 +51,19 @@ usage: $0 [options]
   --hot-runs N       hot-set runs (default $HOT_RUNS)
   --cg-limit S       memory cgroup limit of the hot-set test (default $CG_LIMIT)
   --meta-files "N.." file counts of the metadata test (default "$META_N")
+  --meta-runs N      runs per file count (default $META_RUNS; $META_RUNS_BIG
+                     for counts >= 500000: --meta-runs-big N)
+  --meta-nofile N    RLIMIT_NOFILE of the metadata daemons (default $META_NOFILE)
+  --meta-systems "L" native, dcfs (default options), dcfs-always
+                     (-o cache=always) (default "$META_SYS")
+  --find-files N     files of the find + stat test (default $FIND_N; 0: none)
   --bs "LIST"        request sizes (default "$BSLIST")
   --fs ext4|xfs      filesystem of the native and dcfs rows (default $FS)
   --systems "LIST"   streaming systems (default "$SYSTEMS")
   --hot-systems "L"  hot-set systems (default "$HOTSYS";
                      all: "$HOTSYS_ALL", the --quick default)
   --no-stream | --no-hot | --no-meta   skip a part
-  --meta-only        only the metadata test
+  --meta-only        only the metadata and find tests (\`make bench-meta\`)
   --keep             keep the images
   --report-only      only redo bench.md/bench.png from OUT/raw (same options)
 EOF
@@ -64,7 +74,7 @@ WINDOW_PAGES=$((8 << 20 >> 12)) # dcfs.conf window default 8M, in 4 KiB pages
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) MODE=quick RUNS=1 SIZE=512M SIZE_4K=128M HOT=256M STREAM=1G
-		 HOT_RUNS=1 META_N=10000 META_RUNS=1 HOTSYS=$HOTSYS_ALL ;;
+		 HOT_RUNS=1 META_N=10000 META_RUNS=1 FIND_N=10000 HOTSYS=$HOTSYS_ALL ;;
 	--out) OUT=$2; shift ;;
 	--out=*) OUT=${1#*=} ;;
 	--runs) RUNS=$2; shift ;;
@@ -75,6 +85,11 @@ while [ $# -gt 0 ]; do
 	--hot-runs) HOT_RUNS=$2; shift ;;
 	--cg-limit) CG_LIMIT=$2; shift ;;
 	--meta-files) META_N=$2; shift ;;
+	--meta-runs) META_RUNS=$2; shift ;;
+	--meta-runs-big) META_RUNS_BIG=$2; shift ;;
+	--meta-nofile) META_NOFILE=$2; shift ;;
+	--meta-systems) META_SYS=$2; shift ;;
+	--find-files) FIND_N=$2; shift ;;
 	--bs) BSLIST=$2; shift ;;
 	--fs) FS=$2; shift ;;
 	--systems) SYSTEMS=$2; shift ;;
@@ -171,7 +186,8 @@ make_fs() { # kind size dir
 	loop=$(losetup --direct-io=on -f --show "$img")
 	LOOPS+=("$loop")
 	if [ "$1" = ext4 ]; then
-		mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$loop"
+		# an inode per 8 KiB: the metadata test needs over a million
+		mkfs.ext4 -q -F -i 8192 -E lazy_itable_init=0,lazy_journal_init=0 "$loop"
 	elif [ "$1" = xfs ]; then
 		mkfs.xfs -q -f "$loop"
 	else
@@ -200,6 +216,8 @@ start_dcfs() {
 	mkdir -p "$back" "$mnt"
 	(
 		[ -n "$cg" ] && echo $BASHPID > "$cg/tasks"
+		# the metadata daemons get a low fd limit on purpose
+		[ -n "${DAEMON_NOFILE:-}" ] && ulimit -n "$DAEMON_NOFILE"
 		exec "$DCFS_BIN" -f -o "config=$conf${extra:+,$extra}" "$back" "$mnt"
 	) >>"$OUT/logs/dcfs-$name.log" 2>&1 &
 	pid=$!
@@ -443,30 +461,131 @@ hot_part() {
 }
 
 # ---------------------------------------------------------------- metadata
+# Peak fds of a daemon, sampled every 0.2 s until SIGTERM; prints the peak.
+fd_sampler() { # PID
+	local peak=0 n stop=0
+	trap 'stop=1' TERM
+	while [ $stop = 0 ] && [ -d /proc/$1/fd ]; do
+		n=$(ls /proc/$1/fd 2>/dev/null | wc -l)
+		[ "$n" -gt "$peak" ] && peak=$n
+		sleep 0.2
+	done
+	echo "$peak"
+}
+sampler_start() { # PID
+	fd_sampler "$1" > "$W/tmp/fds" & SAMPLER=$!
+}
+sampler_stop() { # PID -> PEAK_FDS, HWM_KB (peak RSS of the daemon)
+	kill -TERM $SAMPLER 2>/dev/null; wait $SAMPLER 2>/dev/null || true
+	PEAK_FDS=$(cat "$W/tmp/fds"); PEAK_FDS=${PEAK_FDS:--}
+	HWM_KB=$(awk '$1 == "VmHWM:" { print $2 }' /proc/$1/status 2>/dev/null)
+	HWM_KB=${HWM_KB:--}
+}
+
+meta_mount_opts() { # SYSTEM
+	case $1 in dcfs) echo "" ;; dcfs-always) echo cache=always ;;
+	*) die "unknown metadata system $1" ;; esac
+}
+
+# Requests per file of a dcfs run, from `dcfs stat --json`: "lookup 3.00 ..."
+requests_per_file() { # JSON N
+	grep -o '"requests":{[^}]*}' "$1" | sed 's/"requests":{//; s/}//' | tr ',' '\n' |
+		awk -F: -v n="$2" '{ gsub(/"/, "", $1); if ($1 != "init") printf "%s%s %.2f", sep, $1, $2 / n; sep = ", " } END { print "" }'
+}
+
+# One run of `dcfs-io meta` by SYSTEM; a dcfs system gets a fresh daemon
+# (fd limit META_NOFILE) so that peak fds, peak RSS and request counts are
+# of this run.  Appends to $RAW/meta.csv:
+# n,rep,sys,create_s,stat_s,unlink_s,peak_fds,peak_rss_kb,fds_after,disturbed
+# (disturbed: someone else's drop_caches during the run, which also makes
+# the kernel forget the mount's entries; such a run is logged, kept, and
+# counted under the table)
+meta_run() { # N REP SYSTEM
+	local n=$1 rep=$2 sys=$3 d pid="" out after=- x0 ext=0
+	rm -rf "$E/meta-native"
+	find "$E/meta-dcfs" -mindepth 1 -delete
+	d=$E/meta-native
+	if [ "$sys" != native ]; then
+		DAEMON_NOFILE=$META_NOFILE start_dcfs meta "$W/conf/cache.conf" "$E/meta-dcfs" "$M/meta" "" "$(meta_mount_opts "$sys")"
+		pid=$PID_meta d=$M/meta
+	fi
+	mkdir -p "$d"
+	drop_caches
+	x0=$(drops)
+	[ -n "$pid" ] && sampler_start "$pid"
+	if ! out=$("$IO" meta "$d" "$n" 1K 2>"$W/tmp/meta.err"); then
+		log "meta $n run $rep $sys FAILED: $(cat "$W/tmp/meta.err")"
+		echo "$n,$rep,$sys,FAIL,$(sed 's/,/;/g' "$W/tmp/meta.err" | head -1)" >> "$RAW/meta.csv"
+		out=""
+	fi
+	[ "$(drops)" = "$x0" ] || { ext=1; log "warning: someone dropped the page cache during meta $n run $rep $sys"; }
+	PEAK_FDS=- HWM_KB=-
+	if [ -n "$pid" ]; then
+		sampler_stop "$pid"
+		after=$(ls /proc/$pid/fd | wc -l)
+		"$DCFS_BIN" stat --json "$M/meta" > "$OUT/logs/meta-$n-$rep-$sys.json" 2>&1 || true
+		"$DCFS_BIN" stat "$M/meta" > "$OUT/logs/meta-$n-$rep-$sys.txt" 2>&1 || true
+		echo "$n $rep $sys: $(requests_per_file "$OUT/logs/meta-$n-$rep-$sys.json" "$n")" >> "$RAW/meta-requests.txt"
+		stop_dcfs meta "$M/meta"
+	fi
+	[ -n "$out" ] || return 0
+	echo "$n,$rep,$sys,${out// /,},$PEAK_FDS,$HWM_KB,$after,$ext" >> "$RAW/meta.csv"
+	log "meta $n run $rep $sys: create/stat/unlink $out s, peak fds $PEAK_FDS, peak RSS $HWM_KB KiB"
+}
+
+# find + stat (find -printf of size and inode: one lstat per entry) over a
+# tree of FIND_N files in directories of 1000, cold (after drop_caches)
+# then warm; natively and through a fresh dcfs (fd limit META_NOFILE) of
+# the same tree.  Appends to $RAW/find.csv:
+# sys,phase,secs,entries,peak_fds,peak_rss_kb
+find_one() { # SYSTEM PHASE DIR PID
+	local t0 t1 n x0
+	[ "$2" = cold ] && drop_caches
+	x0=$(drops)
+	[ -n "$4" ] && sampler_start "$4"
+	t0=$(date +%s.%N)
+	n=$(find "$3" -printf '%s %i\n' | wc -l)
+	t1=$(date +%s.%N)
+	PEAK_FDS=- HWM_KB=-
+	[ -n "$4" ] && sampler_stop "$4"
+	[ "$(drops)" = "$x0" ] || log "warning: someone dropped the page cache during find $1 $2"
+	echo "$1,$2,$(echo "$t1 - $t0" | bc),$n,$PEAK_FDS,$HWM_KB" >> "$RAW/find.csv"
+	log "find $1 $2: $n entries in $(echo "$t1 - $t0" | bc) s, peak fds $PEAK_FDS, peak RSS $HWM_KB KiB"
+}
+
+find_part() {
+	local sys
+	: > "$RAW/find.csv"
+	rm -rf "$E/find"; mkdir -p "$E/find/tree"
+	log "find: creating $FIND_N files natively"
+	"$IO" tree "$E/find/tree" "$FIND_N" 1K
+	for sys in $META_SYS; do
+		if [ "$sys" = native ]; then
+			find_one native cold "$E/find/tree" ""
+			find_one native warm "$E/find/tree" ""
+			continue
+		fi
+		DAEMON_NOFILE=$META_NOFILE start_dcfs find "$W/conf/cache.conf" "$E/find" "$M/find" "" "$(meta_mount_opts "$sys")"
+		find_one "$sys" cold "$M/find/tree" "$PID_find"
+		find_one "$sys" warm "$M/find/tree" "$PID_find"
+		"$DCFS_BIN" stat --json "$M/find" > "$OUT/logs/find-$sys.json" 2>&1 || true
+		echo "find $sys: $(requests_per_file "$OUT/logs/find-$sys.json" "$FIND_N")" >> "$RAW/meta-requests.txt"
+		stop_dcfs find "$M/find"
+	done
+	rm -rf "$E/find"
+}
+
 meta_part() {
-	local rep sys d out n
+	local rep sys n runs
+	: > "$RAW/meta.csv"; : > "$RAW/meta-requests.txt"
 	for n in $META_N; do
-		# a fresh daemon per file count: a failed run leaves fds behind
-		start_dcfs meta "$W/conf/cache.conf" "$E/meta-dcfs" "$M/meta" ""
-		for rep in $(seq "$META_RUNS"); do
-			for sys in native dcfs; do
-				d=$E/meta-native
-				[ "$sys" = dcfs ] && d=$M/meta
-				rm -rf "$E/meta-native"
-				find "$E/meta-dcfs" -mindepth 1 -delete
-				mkdir -p "$d"
-				drop_caches
-				if ! out=$("$IO" meta "$d" "$n" 1K 2>"$W/tmp/meta.err"); then
-					log "meta $n run $rep $sys FAILED: $(cat "$W/tmp/meta.err")"
-					echo "$n,$rep,$sys,FAIL,$(sed 's/,/;/g' "$W/tmp/meta.err" | head -1)" >> "$RAW/meta.csv"
-					continue
-				fi
-				echo "$n,$rep,$sys,${out// /,}" >> "$RAW/meta.csv"
-				log "meta $n run $rep $sys: create/stat/unlink $out s"
+		runs=$META_RUNS
+		[ "$n" -ge 500000 ] && runs=$META_RUNS_BIG
+		for rep in $(seq "$runs"); do
+			for sys in $META_SYS; do
+				meta_run "$n" "$rep" "$sys"
 			done
 		done
-		ls /proc/$PID_meta/fd | wc -l > "$OUT/logs/dcfs-meta-$n-fds.txt"
-		stop_dcfs meta "$M/meta"
 	done
 }
 
@@ -591,24 +710,57 @@ hot_medians() {
 	}' "$RAW/hot.csv" "$RAW/hot.csv" > "$RAW/hot-median.csv"
 }
 
-meta_medians() { # N
-	awk -F, -v N="$1" "$median_awk"'
+meta_medians() { # N: one row per phase, a column per system of META_SYS
+	awk -F, -v N="$1" -v systems="$META_SYS" "$median_awk"'
 	$1 != N { next }
 	$4 == "FAIL" { fail[$3] = fail[$3] "run " $2 ": " $5 "; "; next }
-	{ c[$3] = c[$3] " " $4; s[$3] = s[$3] " " $5; u[$3] = u[$3] " " $6 }
+	{ c[$3] = c[$3] " " $4; s[$3] = s[$3] " " $5; u[$3] = u[$3] " " $6
+	  t[$3] = t[$3] " " ($4 + $5 + $6); f[$3] = f[$3] " " $7; r[$3] = r[$3] " " $8; runs[$3]++
+	  if ($10 == 1) dist++ }
 	function cell(v) { return v == "" ? "FAILED" : sprintf("%.3f", v) }
 	function ratio(a, b) { return (a == "" || b == "" || a == 0) ? "-" : sprintf("%.2f", b / a) }
+	function row(name, arr,   i, line, nat) {
+		nat = med(arr["native"]); line = "| " name
+		for (i = 1; i <= ns; i++) line = line " | " cell(med(arr[S[i]]))
+		for (i = 1; i <= ns; i++) if (S[i] != "native") line = line " | " ratio(nat, med(arr[S[i]]))
+		print line " |"
+	}
 	END {
-		nc = med(c["native"]); dc = med(c["dcfs"]); ns = med(s["native"]); ds = med(s["dcfs"])
-		nu = med(u["native"]); du = med(u["dcfs"])
-		printf "| create + write 1 KiB + close | %s | %s | %s |\n", cell(nc), cell(dc), ratio(nc, dc)
-		printf "| stat | %s | %s | %s |\n", cell(ns), cell(ds), ratio(ns, ds)
-		printf "| unlink | %s | %s | %s |\n", cell(nu), cell(du), ratio(nu, du)
-		nt = (nc == "") ? "" : nc + ns + nu; dt = (dc == "") ? "" : dc + ds + du
-		printf "| total | %s | %s | %s |\n", cell(nt), cell(dt), ratio(nt, dt)
-		if (fail["dcfs"] != "") printf "\ndcfs failures: %s\n", fail["dcfs"]
-		if (fail["native"] != "") printf "\nnative failures: %s\n", fail["native"]
+		ns = split(systems, S, " ")
+		row("create + write 1 KiB + close", c); row("stat", s); row("unlink", u); row("total", t)
+		line = "| daemon peak fds / peak RSS MiB"
+		for (i = 1; i <= ns; i++) line = line " | " (S[i] == "native" ? "-" : med(f[S[i]]) " / " sprintf("%.0f", med(r[S[i]]) / 1024))
+		for (i = 1; i <= ns; i++) if (S[i] != "native") line = line " | "
+		print line " |"
+		for (i = 1; i <= ns; i++) if (fail[S[i]] != "") printf "\n%s failures: %s\n", S[i], fail[S[i]]
+		if (dist) printf "\n%d of these runs had a drop_caches by someone else in them (the kernel then forgets the mount'"'"'s entries: more LOOKUPs).\n", dist
 	}' "$RAW/meta.csv"
+}
+
+meta_header() {
+	local s line="| phase" sep="|---"
+	for s in $META_SYS; do line+=" | $(meta_label "$s")"; sep+="|---:"; done
+	for s in $META_SYS; do [ "$s" = native ] || { line+=" | $s / native"; sep+="|---:"; }; done
+	echo "$line |"; echo "$sep|"
+}
+meta_label() {
+	case $1 in native) echo "native ext4" ;; dcfs) echo "dcfs (defaults)" ;;
+	dcfs-always) echo "dcfs -o cache=always" ;; *) echo "$1" ;; esac
+}
+
+find_table() {
+	echo "| system | cold s | warm s | × native cold | × native warm | entries | daemon peak fds | daemon peak RSS MiB |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+	awk -F, '
+	{ k = $1; if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+	  sec[k, $2] = $3; ent[k] = $4
+	  if ($5 != "-" && $5 > fds[k]) fds[k] = $5
+	  if ($6 != "-" && $6 > rss[k]) rss[k] = $6 }
+	function ratio(a, b) { return (a == "" || a == 0) ? "-" : sprintf("%.2f", b / a) }
+	END { for (i = 1; i <= n; i++) { k = order[i]
+		printf "| %s | %.2f | %.2f | %s | %s | %s | %s | %s |\n", k, sec[k, "cold"], sec[k, "warm"],
+			ratio(sec["native", "cold"], sec[k, "cold"]), ratio(sec["native", "warm"], sec[k, "warm"]), ent[k],
+			(k in fds) ? fds[k] : "-", (k in rss) ? sprintf("%.0f", rss[k] / 1024) : "-" } }' "$RAW/find.csv"
 }
 
 label_rows() { # replaces system ids in column 1 with labels
@@ -827,14 +979,25 @@ report() {
 		fi
 		if [ -s "$RAW/meta.csv" ]; then
 			for n in $META_N; do
-				echo "## Metadata: $n files of 1 KiB in one directory, seconds (median of $META_RUNS run(s))"
+				echo "## Metadata: $n files of 1 KiB in one directory, seconds (median of $(awk -F, -v n="$n" '$1 == n && $3 == "native"' "$RAW/meta.csv" | wc -l) run(s))"
 				echo
-				echo "| phase | native ext4 | dcfs (cache class) | dcfs / native |"
-				echo "|---|---:|---:|---:|"
+				meta_header
 				meta_medians "$n"
 				echo
 			done
-			echo "RLIMIT_NOFILE of the daemon: $(ulimit -n) (dcfs holds one fd per inode the kernel has looked up)."
+			echo "RLIMIT_NOFILE of each metadata daemon: $META_NOFILE (\`ulimit -n\` before exec: the O_PATH fd cache gets half)."
+			echo
+			if [ -s "$RAW/meta-requests.txt" ]; then
+				echo "FUSE requests per file (\`dcfs stat\`, all phases of a run):"
+				echo
+				sed 's/^/    /' "$RAW/meta-requests.txt"
+				echo
+			fi
+		fi
+		if [ -s "$RAW/find.csv" ]; then
+			echo "## find + stat (\`find -printf '%s %i'\`) over $FIND_N files in directories of 1000"
+			echo
+			find_table
 			echo
 		fi
 		[ -s "$OUT/bench.png" ] && echo "Chart: bench.png"
@@ -868,7 +1031,7 @@ case " $SYSTEMS $HOTSYS " in *btrfs*)
 	[ $DO_STREAM = 1 ] || [ $DO_HOT = 1 ] &&
 		make_fs btrfs "$( [ $MODE = quick ] && echo 6G || echo 14G )" "$B" ;;
 esac
-PID_cache="" PID_cachefwd="" PID_auto="" PID_dc="" PID_dc1="" PID_btrfs="" PID_hot="" PID_meta=""
+PID_cache="" PID_cachefwd="" PID_auto="" PID_dc="" PID_dc1="" PID_btrfs="" PID_hot="" PID_meta="" PID_find=""
 # dcfs keeps an fd per inode the kernel knows: 100k files need more than
 # the usual 1024 (or this machine's 20000).  The daemons inherit this.
 NOFILE=$(cat /proc/sys/fs/nr_open 2>/dev/null || echo 1048576)
@@ -877,8 +1040,8 @@ ulimit -Hn "$NOFILE" 2>/dev/null && ulimit -Sn "$NOFILE" 2>/dev/null ||
 rm -f "$OUT/bench.png"
 [ $DO_STREAM = 1 ] && rm -f "$RAW"/stream*.csv "$RAW"/charge*.csv "$RAW"/cpu*.csv
 [ $DO_HOT = 1 ] && rm -f "$RAW"/hot*.csv
-[ $DO_META = 1 ] && rm -f "$RAW"/meta*.csv
-for v in DCFS_ID FS MODE RUNS SIZE SIZE_4K HOT STREAM HOT_RUNS CG_LIMIT META_N META_RUNS BSLIST SYSTEMS HOTSYS ARGS; do
+[ $DO_META = 1 ] && rm -f "$RAW"/meta*.csv "$RAW"/meta-requests.txt "$RAW"/find.csv
+for v in DCFS_ID FS MODE RUNS SIZE SIZE_4K HOT STREAM HOT_RUNS CG_LIMIT META_N META_RUNS META_RUNS_BIG META_NOFILE META_SYS FIND_N BSLIST SYSTEMS HOTSYS ARGS; do
 	printf '%s=%q\n' $v "${!v}"
 done > "$RAW/params.sh"
 
@@ -913,9 +1076,10 @@ if [ $DO_HOT = 1 ]; then
 	hot_medians
 fi
 if [ $DO_META = 1 ]; then
-	log "metadata part: $META_N files × $META_RUNS runs"
+	log "metadata part: $META_N files × $META_RUNS runs ($META_RUNS_BIG from 500000), $META_SYS, daemon fd limit $META_NOFILE"
 	mkdir -p "$E/meta-dcfs"
 	meta_part
+	if [ "$FIND_N" -gt 0 ]; then find_part; fi
 fi
 chart || log "gnuplot failed"
 report

@@ -9,6 +9,7 @@
  *   dcfs-io survival FILE BEFORE                     pages of BEFORE still resident
  *   dcfs-io watch [INTERVAL_MS [READY]]              peak Cached/Dirty until SIGTERM
  *   dcfs-io meta DIR N [SIZE]                        create/stat/unlink N files
+ *   dcfs-io tree DIR N [SIZE]                        N files, 1000 per subdirectory
  *
  * It passes RWF_DONTCACHE as 0x80 itself: Debian 12's fio 3.33 sends 0x40
  * (RWF_ATOMIC today) for its uncached option.  write/read print
@@ -22,6 +23,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
@@ -355,6 +357,37 @@ static int do_meta(const char *dir, long n, size_t size)
 	return 0;
 }
 
+/* The find test's tree: DIR/dNNNN/fNNNN, as a media library is laid out. */
+static int do_tree(const char *dir, long n, size_t size)
+{
+	char name[PATH_MAX], *buf = calloc(1, size ? size : 1);
+
+	if (!buf)
+		return 1;
+	memset(buf, 'x', size);
+	for (long i = 0; i < n; i++) {
+		int fd;
+
+		if (i % 1000 == 0) {
+			snprintf(name, sizeof(name), "%s/d%04ld", dir, i / 1000);
+			if (mkdir(name, 0755) < 0 && errno != EEXIST) {
+				perror(name);
+				return 1;
+			}
+		}
+		snprintf(name, sizeof(name), "%s/d%04ld/f%04ld", dir, i / 1000,
+			 i % 1000);
+		fd = open(name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0 || (size && write(fd, buf, size) != (ssize_t)size)) {
+			perror(name);
+			return 1;
+		}
+		close(fd);
+	}
+	free(buf);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 5 && strcmp(argv[1], "write") == 0)
@@ -377,6 +410,9 @@ int main(int argc, char **argv)
 	if ((argc == 4 || argc == 5) && strcmp(argv[1], "meta") == 0)
 		return do_meta(argv[2], atol(argv[3]),
 			       argc == 5 ? (size_t)parse_size(argv[4]) : 0);
+	if ((argc == 4 || argc == 5) && strcmp(argv[1], "tree") == 0)
+		return do_tree(argv[2], atol(argv[3]),
+			       argc == 5 ? (size_t)parse_size(argv[4]) : 0);
 	fprintf(stderr,
 		"usage: dcfs-io write FILE SIZE BS [dontcache] [fsync]\n"
 		"       dcfs-io read FILE BS [dontcache]\n"
@@ -384,6 +420,7 @@ int main(int argc, char **argv)
 		"       dcfs-io pages FILE OUT\n"
 		"       dcfs-io survival FILE BEFORE\n"
 		"       dcfs-io watch [INTERVAL_MS [READY]]\n"
-		"       dcfs-io meta DIR N [SIZE]\n");
+		"       dcfs-io meta DIR N [SIZE]\n"
+		"       dcfs-io tree DIR N [SIZE]\n");
 	return 2;
 }
