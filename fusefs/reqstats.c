@@ -71,6 +71,18 @@ void reqstats_json(FILE *out)
 	fputc('}', out);
 }
 
+/* Calls fn for every opcode seen at least once (Prometheus output). */
+void reqstats_foreach(void (*fn)(const char *op, uint64_t n, void *arg),
+		      void *arg)
+{
+	for (int op = 0; op < NOPCODES; op++) {
+		uint64_t n = atomic_load(&requests[op]);
+
+		if (n)
+			fn(op_name(op), n, arg);
+	}
+}
+
 void reqstats_table(FILE *out)
 {
 	int col = 0;

@@ -298,6 +298,14 @@ static void prom_per_class(FILE *out, const char *metric, enum stat_kind k,
 	}
 }
 
+static void prom_request(const char *op, uint64_t n, void *arg)
+{
+	FILE *out = arg;
+
+	prom_start(out, "dcfs_requests_total", 0);
+	fprintf(out, ",opcode=\"%s\"} %llu\n", op, (unsigned long long)n);
+}
+
 static void prom_counters(FILE *out)
 {
 	prom_head(out, "dcfs_bytes_total", "counter",
@@ -315,6 +323,9 @@ static void prom_counters(FILE *out)
 		       "Opens served by kernel FUSE passthrough, by I/O class (their reads and writes never reach the daemon, so dcfs_bytes_total does not count them).");
 	prom_per_class(out, "dcfs_switches_total", ST_SWITCHED,
 		       "Handles that switched from cached to uncached I/O (class auto, or held back by min_size).");
+	prom_head(out, "dcfs_requests_total", "counter",
+		  "Requests received from the kernel, by FUSE opcode (the round trips metadata costs).");
+	reqstats_foreach(prom_request, out);
 }
 
 static int probe_gauge(int state)

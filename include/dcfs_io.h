@@ -125,6 +125,8 @@ void caps_log_startup(void);
 void reqstats_count(uint32_t opcode);
 void reqstats_json(FILE *out);
 void reqstats_table(FILE *out);
+void reqstats_foreach(void (*fn)(const char *op, uint64_t n, void *arg),
+		      void *arg);
 
 /* passthrough.c */
 void passthrough_json(FILE *out);

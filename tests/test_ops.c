@@ -722,6 +722,13 @@ START_TEST(ops_prometheus_matches_json)
 			ck_assert_msg(s[i].value == 0, "dcfs_stopping %.0f", s[i].value);
 	}
 	ck_assert_msg(probes == 2, "expected a read and a write probe gauge, got %d", probes);
+	/* requests by opcode: the files above were created, so CREATE was counted */
+	int creates = 0;
+	for (int i = 0; i < n; i++)
+		if (!strcmp(s[i].name, "dcfs_requests_total") &&
+		    !strcmp(label(&s[i], "opcode") ?: "", "create"))
+			creates = (int)s[i].value;
+	ck_assert_msg(creates >= 1, "dcfs_requests_total{opcode=\"create\"} %d", creates);
 	/* counters are root's: a user gets EACCES, said in one line */
 	char out[1024];
 	int rc = dcfs_stat_as(TEST_UID, TEST_GID, out, sizeof out, 10, pa);
