@@ -4,25 +4,17 @@ import statistics
 import sys
 from collections import defaultdict
 
+import bench_lines
+
 
 def size(req):
     req = int(req)
     return f"{req // 1048576} MiB" if req >= 1048576 else f"{req // 1024} KiB"
 
 
+
 def parse(lines):
-    rows = []
-    for line in lines:
-        parts = line.split()
-        if not parts or parts[0] not in ("W", "N", "R", "M"):
-            continue
-        d = {"table": parts[0]}
-        for kv in parts[1:]:
-            if "=" in kv:
-                k, v = kv.split("=", 1)
-                d[k] = v
-        rows.append(d)
-    return rows
+    return bench_lines.parse(lines, ("W", "N", "R", "M"))
 
 
 def f(d, k):

@@ -7,20 +7,11 @@ import statistics
 import sys
 from collections import defaultdict
 
+import bench_lines
+
 
 def parse(lines):
-    rows = []
-    for line in lines:
-        parts = line.split()
-        if not parts or parts[0] not in ("S3R", "S3W", "F4", "F1"):
-            continue
-        d = {"table": parts[0]}
-        for kv in parts[1:]:
-            if "=" in kv:
-                k, v = kv.split("=", 1)
-                d[k] = v
-        rows.append(d)
-    return rows
+    return bench_lines.parse(lines, ("S3R", "S3W", "F4", "F1"))
 
 
 def med(xs):
