@@ -147,26 +147,29 @@ static char pbuf[16][PATH_MAX];
 static int pidx;
 static const char *PMNT(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static const char *PEXP(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static const char *PMNT(const char *fmt, ...)
+/* base/<formatted rel> in one of 16 rotating buffers (several per call). */
+static const char *pjoin(const char *base, const char *fmt, va_list ap)
 {
 	char rel[PATH_MAX];
+	vsnprintf(rel, sizeof rel, fmt, ap);
+	char *b = pbuf[pidx++ % 16];
+	snprintf(b, PATH_MAX, "%s/%s", base, rel);
+	return b;
+}
+static const char *PMNT(const char *fmt, ...)
+{
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(rel, sizeof rel, fmt, ap);
+	const char *b = pjoin(g_pm.mnt, fmt, ap);
 	va_end(ap);
-	char *b = pbuf[pidx++ % 16];
-	snprintf(b, PATH_MAX, "%s/%s", g_pm.mnt, rel);
 	return b;
 }
 static const char *PEXP(const char *fmt, ...)
 {
-	char rel[PATH_MAX];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(rel, sizeof rel, fmt, ap);
+	const char *b = pjoin(g_pm.exp, fmt, ap);
 	va_end(ap);
-	char *b = pbuf[pidx++ % 16];
-	snprintf(b, PATH_MAX, "%s/%s", g_pm.exp, rel);
 	return b;
 }
 
