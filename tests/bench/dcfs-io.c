@@ -10,6 +10,7 @@
  *   dcfs-io watch [INTERVAL_MS [READY]]              peak Cached/Dirty until SIGTERM
  *   dcfs-io meta DIR N [SIZE]                        create/stat/unlink N files
  *   dcfs-io tree DIR N [SIZE]                        N files, 1000 per subdirectory
+ *   dcfs-io statloop FILE N                          N stat(2) of FILE
  *
  * It passes RWF_DONTCACHE as 0x80 itself: Debian 12's fio 3.33 sends 0x40
  * (RWF_ATOMIC today) for its uncached option.  write/read print
@@ -19,7 +20,9 @@
  * it, without faulting anything in; survival compares FILE now with such a
  * bitmap and prints "before still fraction".  watch samples /proc/meminfo
  * (creating READY once it has the first sample) and, on SIGTERM/SIGINT, prints "start_cached start_dirty peak_cached
- * peak_dirty end_cached" in KiB.  meta prints "create_s stat_s unlink_s".
+ * peak_dirty end_cached" in KiB.  meta prints "create_s stat_s unlink_s";
+ * statloop prints the microseconds per stat(2) (round-trip latency when
+ * the mount is told to cache nothing).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -388,6 +391,21 @@ static int do_tree(const char *dir, long n, size_t size)
 	return 0;
 }
 
+static int do_statloop(const char *file, long n)
+{
+	struct stat st;
+	double t0 = now();
+
+	for (long i = 0; i < n; i++) {
+		if (stat(file, &st) < 0) {
+			perror(file);
+			return 1;
+		}
+	}
+	printf("%.2f\n", n > 0 ? (now() - t0) * 1e6 / (double)n : 0.0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 5 && strcmp(argv[1], "write") == 0)
@@ -413,6 +431,8 @@ int main(int argc, char **argv)
 	if ((argc == 4 || argc == 5) && strcmp(argv[1], "tree") == 0)
 		return do_tree(argv[2], atol(argv[3]),
 			       argc == 5 ? (size_t)parse_size(argv[4]) : 0);
+	if (argc == 4 && strcmp(argv[1], "statloop") == 0)
+		return do_statloop(argv[2], atol(argv[3]));
 	fprintf(stderr,
 		"usage: dcfs-io write FILE SIZE BS [dontcache] [fsync]\n"
 		"       dcfs-io read FILE BS [dontcache]\n"
@@ -421,6 +441,7 @@ int main(int argc, char **argv)
 		"       dcfs-io survival FILE BEFORE\n"
 		"       dcfs-io watch [INTERVAL_MS [READY]]\n"
 		"       dcfs-io meta DIR N [SIZE]\n"
-		"       dcfs-io tree DIR N [SIZE]\n");
+		"       dcfs-io tree DIR N [SIZE]\n"
+		"       dcfs-io statloop FILE N\n");
 	return 2;
 }
