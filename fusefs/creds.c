@@ -91,21 +91,11 @@ void creds_leave(int how)
  * filesystem capabilities) around writes for everyone else.  The fd was
  * opened, and permission checked, at open time.
  */
-/*
- * False once the reserve turned out not to be raisable (CAP_SYS_RESOURCE
- * outside the permitted set, as in containers that drop it from the
- * bounding set): root callers then write as the daemon without it, and
- * the two syscalls of a failed raise per write are saved.
- */
-static bool reserve_raisable = true;
-
 static bool cap_set_effective(bool raise, unsigned int cap)
 {
 	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct data[2];
 
-	if (raise && cap == CAP_SYS_RESOURCE && !reserve_raisable)
-		return false;
 	if (syscall(SYS_capget, &hdr, data) < 0)
 		return false;
 	if (raise)
@@ -117,19 +107,8 @@ static bool cap_set_effective(bool raise, unsigned int cap)
 
 void creds_drop_reserve(void)
 {
-	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct data[2];
-
-	if (!dcfs.privileged)
-		return;
-	/* Decided once, before any worker thread exists. */
-	if (syscall(SYS_capget, &hdr, data) == 0 &&
-	    !(data[CAP_SYS_RESOURCE / 32].permitted &
-	      (1U << (CAP_SYS_RESOURCE % 32)))) {
-		reserve_raisable = false;
-		log_info("CAP_SYS_RESOURCE is not permitted: root's writes cannot use the reserved blocks\n");
-	}
-	cap_set_effective(false, CAP_SYS_RESOURCE);
+	if (dcfs.privileged)
+		cap_set_effective(false, CAP_SYS_RESOURCE);
 }
 
 int creds_io_begin(fuse_req_t req)
