@@ -421,6 +421,8 @@ static void *worker_main(void *arg)
 {
 	struct wpipe *wp = arg;
 	struct creds_saved saved;
+	struct creds_id in_force;
+	bool switched = false;
 	struct wjob *job;
 	struct iovec iov;
 	int err;
@@ -435,11 +437,22 @@ static void *worker_main(void *arg)
 		/* The job stays queued (and counted) until it is written. */
 		pthread_mutex_unlock(&wp->qlock);
 		iov = (struct iovec){ job->data, job->len };
-		creds_io_switch(&job->id, &saved);
+		/*
+		 * The worker does nothing but these writes, so the writer's
+		 * identity stays in force from one job to the next: switching
+		 * costs up to ten syscalls, per MiB at 1 MiB writes.
+		 */
+		if (!switched || job->id.uid != in_force.uid ||
+		    job->id.gid != in_force.gid) {
+			if (switched)
+				creds_io_restore(&saved);
+			creds_io_switch(&job->id, &saved);
+			in_force = job->id;
+			switched = true;
+		}
 		stats_add(wp->f->policy, ST_BACKGROUND_WRITES, 1);
 		if (backing_write(wp->f, &iov, 1, job->off, &err) != job->len)
 			record_error(wp, err ? err : EIO, job->off, job->len);
-		creds_io_restore(&saved);
 		reqbuf_release(job->rb);
 		pthread_mutex_lock(&wp->qlock);
 		wp->qhead = job->next;
@@ -458,6 +471,8 @@ static void *worker_main(void *arg)
 		pthread_cond_broadcast(&wp->qcv);
 	}
 	pthread_mutex_unlock(&wp->qlock);
+	if (switched)
+		creds_io_restore(&saved);
 	return NULL;
 }
 
