@@ -48,9 +48,11 @@
  *    (captured with the data), whichever thread writes it.
  *  - Pipelining: once a run reaches the backing filesystem's page
  *    boundary and RWF_DONTCACHE is known to work there, its data are
- *    copied into a job and written by the handle's own worker thread, so
+ *    copied into a job, or, when they come mostly from the request (1 MiB
+ *    writes), the job adopts the block the request was read into
+ *    (reqbuf.c: no copy), and the handle's own worker thread writes it, so
  *    the reply (and the application's next request) overlaps with the
- *    backing write.  Jobs of a handle are written one after the other, in
+ *    backing write.  Adopted blocks count in flight like copies.  Jobs of a handle are written one after the other, in
  *    order; every synchronous backing write of the handle and every sync
  *    point above first waits for them (drain), so overlapping writes,
  *    reads, truncation and the rest see them in order.  Bytes in jobs are
