@@ -52,10 +52,11 @@
  *    writes), the job adopts the block the request was read into
  *    (reqbuf.c: no copy), and the handle's own worker thread writes it, so
  *    the reply (and the application's next request) overlaps with the
- *    backing write.  Adopted blocks count in flight like copies.  Jobs of a handle are written one after the other, in
- *    order; every synchronous backing write of the handle and every sync
- *    point above first waits for them (drain), so overlapping writes,
- *    reads, truncation and the rest see them in order.  Bytes in jobs are
+ *    backing write.  Adopted blocks count in flight like copies.  Jobs of
+ *    a handle are written one after the other, in order; every
+ *    synchronous backing write of the handle and every sync point above
+ *    first waits for them (drain), so overlapping writes, reads,
+ *    truncation and the rest see them in order.  Bytes in jobs are
  *    bounded per handle (inflight) and per mount (inflight_mount): a
  *    request waits for room (counted as queue_waits).  Workers write with
  *    the identity captured with the data and record failures like any
