@@ -90,6 +90,15 @@
 #define JOB_CAP (BUF_CAP + ((size_t)1 << 20))
 /* Recycled job buffers per handle (their pages are already faulted in). */
 #define SPARE_JOBS 9
+/*
+ * Adopted jobs a handle may have ahead of its worker, in bytes (within
+ * inflight): one being written, one waiting.  The worker then reads a
+ * block the request thread has just filled, still in cache; with the full
+ * 8 MiB ahead it read it back from memory: 1 MiB writes on ext4, 5 runs
+ * each, daemon CPU 0.28 s/GiB against 0.33, 0.84 s against 0.89 s per
+ * 2 GiB, and half the peak RSS.
+ */
+#define ADOPT_AHEAD (2 * (((size_t)1 << 20) + PAGE))
 
 struct wjob {
 	struct wjob *next;
@@ -515,17 +524,17 @@ static bool worth_queueing(size_t from_buf, size_t from_req)
 }
 
 /*
- * Waits while the handle or the mount has its bound in flight and makes
- * sure the worker runs (qlock held): 0, or -EAGAIN without a worker.  A
- * handle with nothing in flight may always queue one job, so the mount
- * bound cannot starve it.
+ * Waits while the handle has limit bytes or the mount its bound in flight
+ * and makes sure the worker runs (qlock held): 0, or -EAGAIN without a
+ * worker.  A handle with nothing in flight may always queue one job, so
+ * the mount bound cannot starve it.
  */
-static int reserve(struct wpipe *wp, size_t len)
+static int reserve(struct wpipe *wp, size_t len, uint64_t limit)
 {
 	bool waited = false;
 
 	while (wp->inflight &&
-	       (wp->inflight + len > wp->inflight_limit ||
+	       (wp->inflight + len > limit ||
 		atomic_load(&inflight_total) + len > wp->mount_limit)) {
 		if (!waited)
 			stats_add(wp->f->policy, ST_QUEUE_WAITS, 1);
@@ -580,7 +589,7 @@ static int submit(struct wpipe *wp, const struct iovec *iov, int cnt,
 	size_t at = 0;
 
 	pthread_mutex_lock(&wp->qlock);
-	if (reserve(wp, len) < 0) {
+	if (reserve(wp, len, wp->inflight_limit) < 0) {
 		pthread_mutex_unlock(&wp->qlock);
 		return -EAGAIN;
 	}
@@ -612,7 +621,8 @@ static int submit_adopted(struct wpipe *wp, struct reqbuf *rb, char *data,
 	int rc;
 
 	pthread_mutex_lock(&wp->qlock);
-	rc = reserve(wp, len);
+	rc = reserve(wp, len, wp->inflight_limit < ADOPT_AHEAD ?
+				      wp->inflight_limit : ADOPT_AHEAD);
 	pthread_mutex_unlock(&wp->qlock);
 	if (rc < 0)
 		return rc;
