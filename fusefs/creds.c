@@ -28,6 +28,7 @@
  */
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -91,13 +92,28 @@ void creds_leave(int how)
  * filesystem capabilities) around writes for everyone else.  The fd was
  * opened, and permission checked, at open time.
  */
+/*
+ * A capability missing from the permitted set (a container that dropped
+ * CAP_SYS_RESOURCE from the bounding set) can never be raised, since a
+ * process never gains permitted capabilities without an exec: after the
+ * first EPERM, raising it is answered here instead of by two syscalls per
+ * write.
+ */
+static _Atomic bool raise_denied;
+
 static bool cap_set_effective(bool raise, unsigned int cap)
 {
 	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct data[2];
 
+	if (raise && atomic_load(&raise_denied))
+		return false;
 	if (syscall(SYS_capget, &hdr, data) < 0)
 		return false;
+	if (raise && !(data[cap / 32].permitted & (1U << (cap % 32)))) {
+		atomic_store(&raise_denied, true);
+		return false;
+	}
 	if (raise)
 		data[cap / 32].effective |= 1U << (cap % 32);
 	else

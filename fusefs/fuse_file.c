@@ -311,6 +311,9 @@ static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 	wpipe_sync_others(f);
 	/* A deferred error of any handle of the file is this write's answer. */
 	n = wpipe_check(f);
+	/* The data may not be in libfuse's buffer (reqbuf.c). */
+	if (!n)
+		n = reqbuf_locate(in);
 	if (!n)
 		n = f->io->write(f, in, off);
 	creds_io_end(how);

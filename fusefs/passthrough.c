@@ -582,7 +582,8 @@ void passthrough_describe(const struct dcfs_inode *inode, char *buf,
 
 static ssize_t pt_read(int fd, void *buf, size_t len, void *userdata)
 {
-	ssize_t n = read(fd, buf, len);
+	/* The header is in buf whatever reqbuf_read did with the rest. */
+	ssize_t n = reqbuf_read(fd, buf, len);
 	const struct fuse_in_header *in = buf;
 
 	(void)userdata;

@@ -41,6 +41,7 @@ static const char *const kind_names[ST__COUNT] = {
 	[ST_BACKGROUND_WRITES] = "background_writes",
 	[ST_PREFETCHES] = "prefetches",
 	[ST_PREFETCH_WAITS] = "prefetch_waits",
+	[ST_ADOPTED] = "writes_adopted",
 };
 
 void stats_add(int policy, enum stat_kind k, uint64_t n)
@@ -211,17 +212,18 @@ char *stats_table(void)
 			(unsigned long long)counters[p][ST_SWITCHED],
 			(unsigned long long)counters[p][ST_PASSTHROUGH]);
 	/* The write engine (write_pipe.c); the cache class never uses it. */
-	fprintf(out, "\n%-16s %10s %10s %10s %10s %12s %12s %8s %8s %8s\n",
+	fprintf(out, "\n%-16s %10s %10s %10s %10s %10s %12s %12s %8s %8s %8s\n",
 		"uncached writes", "requests", "coalesced", "backing", "background",
-		"buffered", "in_flight", "q_waits", "wb_waits", "errors");
+		"adopted", "buffered", "in_flight", "q_waits", "wb_waits", "errors");
 	for (int p = POLICY_CACHE + 1; p < NPOLICIES; p++)
 		fprintf(out,
-			"%-16s %10llu %10llu %10llu %10llu %12llu %12llu %8llu %8llu %8llu\n",
+			"%-16s %10llu %10llu %10llu %10llu %10llu %12llu %12llu %8llu %8llu %8llu\n",
 			policy_name(p),
 			(unsigned long long)counters[p][ST_WRITE_REQUESTS],
 			(unsigned long long)counters[p][ST_COALESCED],
 			(unsigned long long)counters[p][ST_BACKING_WRITES],
 			(unsigned long long)counters[p][ST_BACKGROUND_WRITES],
+			(unsigned long long)counters[p][ST_ADOPTED],
 			(unsigned long long)counters[p][ST_BUFFERED],
 			(unsigned long long)counters[p][ST_INFLIGHT],
 			(unsigned long long)counters[p][ST_QUEUE_WAITS],

@@ -57,6 +57,15 @@ int wpipe_flush(struct dcfs_file *f);
 void wpipe_synced(struct dcfs_file *f);
 void wpipe_close(struct dcfs_file *f);
 
+/* reqbuf.c: WRITE data read into blocks the write engine can adopt */
+struct reqbuf;
+ssize_t reqbuf_read(int fd, void *buf, size_t len);
+int reqbuf_locate(struct fuse_bufvec *in);
+struct reqbuf *reqbuf_adopt(const void *data, size_t len);
+char *reqbuf_data(struct reqbuf *rb);
+size_t reqbuf_room(void);
+void reqbuf_release(struct reqbuf *rb);
+
 /* readahead.c, io_stream.c */
 bool ra_account(size_t n);
 void ra_unaccount(size_t n);
@@ -105,6 +114,7 @@ enum stat_kind {
 	ST_BACKGROUND_WRITES, /* backing writes made by a handle's worker */
 	ST_PREFETCHES,	     /* read-ahead windows read in the background */
 	ST_PREFETCH_WAITS,   /* requests that waited for one */
+	ST_ADOPTED,	     /* background writes from the request's own memory */
 	ST__COUNT
 };
 void stats_add(int policy, enum stat_kind k, uint64_t n);

@@ -27,6 +27,9 @@ int own_mount_start(struct own_mount *m, const char *root, const char *tag,
 /* The same with more -o options (comma separated), or NULL. */
 int own_mount_start_opts(struct own_mount *m, const char *root, const char *tag,
 			 const char *conf_text, const char *extra_opts);
+/* The same with one more command-line argument (such as "-s"), or NULL. */
+int own_mount_start_argv(struct own_mount *m, const char *root, const char *tag,
+			 const char *conf_text, const char *extra_opts, const char *extra_arg);
 /* Unmount, wait for exit, require status 0 and a clean log. Returns 0 or
  * -1 with err filled. */
 int own_mount_stop(struct own_mount *m, char *err, size_t errlen);

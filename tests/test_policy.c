@@ -38,6 +38,12 @@ int own_mount_start(struct own_mount *m, const char *root, const char *tag,
 int own_mount_start_opts(struct own_mount *m, const char *root, const char *tag,
 			 const char *conf_text, const char *extra_opts)
 {
+	return own_mount_start_argv(m, root, tag, conf_text, extra_opts, NULL);
+}
+
+int own_mount_start_argv(struct own_mount *m, const char *root, const char *tag,
+			 const char *conf_text, const char *extra_opts, const char *extra_arg)
+{
 	memset(m, 0, sizeof *m);
 	snprintf(m->exp, sizeof m->exp, "%s/export-%s", root, tag);
 	snprintf(m->mnt, sizeof m->mnt, "%s/mnt-%s", g_tmpdir, tag);
@@ -60,7 +66,7 @@ int own_mount_start_opts(struct own_mount *m, const char *root, const char *tag,
 	char opts[PATH_MAX + 256];
 	snprintf(opts, sizeof opts, "allow_other,config=%s%s%s", m->conf,
 		 extra_opts ? "," : "", extra_opts ? extra_opts : "");
-	char *argv[] = { "dcfs", "-f", "-o", opts, m->exp, m->mnt, NULL };
+	char *argv[] = { "dcfs", "-f", "-o", opts, m->exp, m->mnt, (char *)extra_arg, NULL };
 	snprintf(m->d.mnt, sizeof m->d.mnt, "%s", m->mnt);
 	if (daemon_spawn(&m->d, tag, argv) < 0) {
 		snprintf(m->err, sizeof m->err, "spawn %s failed", g_dcfs_bin);

@@ -155,9 +155,13 @@ static void st_report(void)
 		fprintf(stderr, "  %s (stream-%s): %.1fs\n", t_name, sk_names[g_sk], now_s() - t_test0);
 }
 
+static struct own_mount g_one; /* stream_adopted's second daemon */
+
 static void st_teardown(void)
 {
 	own_mount_kill(&g_sm);
+	if (g_one.up)
+		own_mount_kill(&g_one);
 	remount_cleanup();
 	small_release();
 	if (g_sk == SK_BTRFS)
@@ -1159,6 +1163,141 @@ START_TEST(stream_unaligned_1m)
 }
 END_TEST
 
+/* ---- 1 MiB writes written from the request's own memory (adopted) --------------------- */
+/*
+ * Reads the whole file through fd and compares it with want[0, len).
+ */
+static void fd_compare(int fd, const unsigned char *want, size_t len, const char *what)
+{
+	static unsigned char got[1 << 20];
+	size_t off = 0;
+	for (;;) {
+		ssize_t r = pread(fd, got, sizeof got, (off_t)off);
+		ck_assert_msg(r >= 0, "%s: read at %zu: %s", what, off, strerror(errno));
+		if (r == 0)
+			break;
+		ck_assert_msg(off + (size_t)r <= len, "%s: longer than %zu", what, len);
+		ck_assert_msg(memcmp(got, want + off, (size_t)r) == 0, "%s: differs in [%zu, +%zd)",
+			      what, off, r);
+		off += (size_t)r;
+	}
+	ck_assert_msg(off == len, "%s: %zu bytes, expected %zu", what, off, len);
+}
+
+/* A read of 64 KiB at off through another handle sees what was written. */
+static void peek(int r, const unsigned char *want, size_t off, const char *what)
+{
+	unsigned char got[65536];
+	ck_assert_int_eq(pread(r, got, sizeof got, (off_t)off), (ssize_t)sizeof got);
+	ck_assert_msg(memcmp(got, want + off, sizeof got) == 0, "%s: read at %zu differs", what, off);
+}
+
+/*
+ * Aligned and unaligned 1 MiB writes interleaved with reads of another
+ * handle, fsync, truncate and an O_APPEND handle, on mount mnt (backing
+ * directory exp): the data is intact and, where RWF_DONTCACHE works, the
+ * writes were adopted by the background path.
+ */
+static void adopted_case(const char *mnt, const char *exp, const char *label)
+{
+	const size_t mib = 1 << 20, total = 24 * mib;
+	char path[PATH_MAX], bpath[PATH_MAX];
+	unsigned char *mem;
+	ck_assert_int_eq(posix_memalign((void **)&mem, 4096, total + 4096), 0);
+	unsigned char *src = mem + 16; /* a malloc'd buffer */
+	fill_pattern(src, total, 4200 + g_sk);
+	snprintf(path, sizeof path, "%s/adopt.mkv", mnt);
+	snprintf(bpath, sizeof bpath, "%s/adopt.mkv", exp);
+	long long ad0 = stats_get(mnt, "dontcache", "writes_adopted");
+	long long bg0 = stats_get(mnt, "dontcache", "background_writes");
+	ck_assert_msg(ad0 >= 0 && bg0 >= 0, "%s: no writes_adopted/background_writes counters", label);
+	int w = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	int r = open(path, O_RDONLY);
+	ck_assert(w >= 0 && r >= 0);
+	size_t off = 0;
+	int big = 0;
+	/* 8 aligned 1 MiB writes, a read of the last one after each */
+	for (int k = 0; k < 8; k++, off += mib, big++) {
+		ck_assert_int_eq(pwrite(w, src + off, mib, (off_t)off), (ssize_t)mib);
+		peek(r, src, off + mib - 65536, label);
+		if (k == 3)
+			ck_assert_int_eq(fsync(w), 0);
+	}
+	/* a 100-byte piece, then 1 MiB writes at unaligned offsets */
+	ck_assert_int_eq(pwrite(w, src + off, 100, (off_t)off), 100);
+	off += 100;
+	for (int k = 0; k < 6; k++, off += mib, big++) {
+		ck_assert_int_eq(pwrite(w, src + off, mib, (off_t)off), (ssize_t)mib);
+		if (k % 2)
+			peek(r, src, off - 65536, label);
+	}
+	/* truncated below what was written: nothing queued lands after it */
+	size_t cut = off - mib / 2 - 5000;
+	ck_assert_int_eq(ftruncate(w, (off_t)cut), 0);
+	struct stat st;
+	ck_assert_int_eq(fstat(r, &st), 0);
+	ck_assert_msg((size_t)st.st_size == cut, "%s: size %lld after truncate to %zu", label,
+		      (long long)st.st_size, cut);
+	off = cut;
+	for (int k = 0; k < 3; k++, off += mib, big++)
+		ck_assert_int_eq(pwrite(w, src + off, mib, (off_t)off), (ssize_t)mib);
+	/* appends of 1 MiB through an O_APPEND handle land at the end */
+	int a = open(path, O_WRONLY | O_APPEND);
+	ck_assert_int_ge(a, 0);
+	for (int k = 0; k < 4; k++, off += mib, big++) {
+		ck_assert_int_eq(write(a, src + off, mib), (ssize_t)mib);
+		ck_assert_int_eq(fstat(r, &st), 0);
+		ck_assert_msg((size_t)st.st_size == off + mib, "%s: size %lld after append at %zu",
+			      label, (long long)st.st_size, off);
+	}
+	peek(r, src, off - 65536, label);
+	fd_compare(r, src, off, label);
+	ck_assert_int_eq(close(a), 0);
+	ck_assert_int_eq(close(w), 0);
+	ck_assert_int_eq(close(r), 0);
+	long long ad = stats_get(mnt, "dontcache", "writes_adopted") - ad0;
+	long long bg = stats_get(mnt, "dontcache", "background_writes") - bg0;
+	long long left = wait_resident_le(bpath, max_left(), 10);
+	printf("stream-%s %s: %d 1 MiB writes, %lld adopted, %lld background writes, %lld pages resident\n",
+	       sk_names[g_sk], label, big, ad, bg, left);
+	fflush(stdout);
+	/* The fallback (btrfs) keeps what the other handles left resident as
+	 * someone else's pages (see stream_append_order). */
+	if (g_sk != SK_BTRFS)
+		ck_assert_msg(left <= max_left(), "%s: %lld pages resident after close", label, left);
+	int bfd = open(bpath, O_RDONLY);
+	ck_assert_int_ge(bfd, 0);
+	fd_compare(bfd, src, off, label);
+	close(bfd);
+	if (g_sk == SK_BTRFS) {
+		/* the fallback stays synchronous */
+		ck_assert_msg(ad == 0 && bg == 0, "%s: %lld adopted, %lld background on btrfs", label, ad, bg);
+	} else {
+		/* each adopted write is one background write; a few may go through
+		 * at once (the first one probes the filesystem) */
+		ck_assert_msg(ad >= big - 4, "%s: only %lld of %d 1 MiB writes adopted", label, ad, big);
+		ck_assert_msg(bg >= ad, "%s: %lld adopted but %lld background writes", label, ad, bg);
+	}
+	unlink(bpath);
+	free(mem);
+}
+
+START_TEST(stream_adopted)
+{
+	st_begin();
+	adopted_case(g_sm.mnt, g_sm.exp, "multi-threaded");
+	/* The same through a single-threaded daemon, without passthrough. */
+	struct own_mount *one = &g_one;
+	char tag[64], err[4096];
+	snprintf(tag, sizeof tag, "adopt1-%s", sk_names[g_sk]);
+	ck_assert_msg(own_mount_start_argv(one, g_sm_root, tag, STREAM_CONF, "nopassthrough", "-s") == 0,
+		      "%s", one->err);
+	adopted_case(one->mnt, one->exp, "-s, nopassthrough");
+	int rc = own_mount_stop(one, err, sizeof err);
+	ck_assert_msg(rc == 0, "%s", err);
+}
+END_TEST
+
 /* ---- no lost errors: ENOSPC on a small filesystem --------------------------------- */
 static char g_small_dir[PATH_MAX];
 static int g_small_ready;
@@ -1615,6 +1754,7 @@ Suite *stream_suite(void)
 			tcase_add_test(tc, stream_eio);
 		}
 		tcase_add_test(tc, stream_unaligned_1m);
+		tcase_add_test(tc, stream_adopted);
 		if (k != SK_BTRFS)
 			tcase_add_test(tc, stream_kill9);
 		tcase_add_test(tc, stream_zz_unmount);
