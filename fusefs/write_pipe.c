@@ -47,10 +47,12 @@
  *  - Buffered data is written with the fsuid/fsgid the writer had
  *    (captured with the data), whichever thread writes it.
  *  - Pipelining: once a run reaches the backing filesystem's page
- *    boundary and RWF_DONTCACHE is known to work there, its data are
- *    copied into a job, or, when they come mostly from the request (1 MiB
- *    writes), the job adopts the block the request was read into
- *    (reqbuf.c: no copy), and the handle's own worker thread writes it, so
+ *    boundary and RWF_DONTCACHE is known to work there, it becomes a job
+ *    without being copied again: a run mostly from the buffer (small
+ *    writers) takes the buffer itself, which is a job's memory, and the
+ *    handle continues in a fresh one; a run mostly from the request (1 MiB
+ *    writes) takes the block the request was read into (reqbuf.c).  The
+ *    handle's own worker thread writes it, so
  *    the reply (and the application's next request) overlaps with the
  *    backing write.  Adopted blocks count in flight like copies.  Jobs of
  *    a handle are written one after the other, in order; every
@@ -126,7 +128,8 @@ struct wpipe {
 	struct wpipe *next; /* wi->lock */
 	/* the fields below: f->lock */
 	uint64_t err_seen;
-	char *buf;
+	char *buf;	     /* bufjob->mem */
+	struct wjob *bufjob; /* the buffer is a job's memory: see submit_buffer */
 	off_t boff; /* buffered file range [boff, boff + blen) */
 	size_t blen;
 	struct creds_id id;
@@ -613,6 +616,49 @@ static int submit(struct wpipe *wp, const struct iovec *iov, int cnt,
 	return 0;
 }
 
+/*
+ * Queues the buffered run, with req appended, by giving the worker the
+ * buffer itself (f->lock held): the buffer is a job's memory, so only req
+ * is copied (a 64 KiB writer's data was copied into the buffer once
+ * already; copying the whole run again into a job was a second 1 MiB
+ * copy per MiB), and the handle continues in a fresh buffer, which gets
+ * what the old one held past from_buf.  0, or -errno when it could not
+ * (nothing changed; the caller then writes synchronously).
+ */
+static int submit_buffer(struct wpipe *wp, const struct iovec *req,
+			 size_t from_buf, size_t len)
+{
+	struct wjob *job = wp->bufjob, *fresh;
+	size_t keep = wp->blen - from_buf;
+
+	pthread_mutex_lock(&wp->qlock);
+	if (reserve(wp, len, wp->inflight_limit) < 0) {
+		pthread_mutex_unlock(&wp->qlock);
+		return -EAGAIN;
+	}
+	fresh = wp->spare;
+	if (fresh) {
+		wp->spare = fresh->next;
+		wp->nspare--;
+	}
+	pthread_mutex_unlock(&wp->qlock);
+	if (!fresh)
+		fresh = malloc(sizeof(*fresh) + JOB_CAP);
+	if (!fresh)
+		return -ENOMEM;
+	/* Before req lands there. */
+	if (keep)
+		memcpy(fresh->mem, job->mem + from_buf, keep);
+	if (req->iov_len)
+		memcpy(job->mem + from_buf, req->iov_base, req->iov_len);
+	job->data = job->mem;
+	job->rb = NULL;
+	wp->bufjob = fresh;
+	wp->buf = fresh->mem;
+	enqueue(wp, job, wp->boff, len);
+	return 0;
+}
+
 /* Queues len bytes at data, inside rb, for the worker, which then owns rb. */
 static int submit_adopted(struct wpipe *wp, struct reqbuf *rb, char *data,
 			  off_t off, size_t len)
@@ -695,15 +741,29 @@ static void flush_as_writer(struct wpipe *wp)
 	creds_io_restore(&saved);
 }
 
+/* The buffer is a job (JOB_CAP bytes, BUF_CAP of them for buffering). */
 static bool buf_alloc(struct wpipe *wp)
 {
+	struct wjob *job;
+
 	if (wp->buf)
 		return true;
 	if (atomic_fetch_add(&buf_total, BUF_CAP) + BUF_CAP > BUF_GLOBAL_CAP)
 		goto fail;
-	wp->buf = malloc(BUF_CAP);
-	if (wp->buf)
+	pthread_mutex_lock(&wp->qlock);
+	job = wp->spare;
+	if (job) {
+		wp->spare = job->next;
+		wp->nspare--;
+	}
+	pthread_mutex_unlock(&wp->qlock);
+	if (!job)
+		job = malloc(sizeof(*job) + JOB_CAP);
+	if (job) {
+		wp->bufjob = job;
+		wp->buf = job->mem;
 		return true;
+	}
 fail:
 	atomic_fetch_sub(&buf_total, BUF_CAP);
 	return false;
@@ -847,6 +907,7 @@ ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
 	struct iovec iov[2];
 	off_t end = off + (off_t)len, upto, tail_from;
 	size_t from_buf, keep, tail, want;
+	bool handed = false;
 	ssize_t n;
 	int err;
 
@@ -905,10 +966,11 @@ ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
 		return n;
 	/* Queued for the worker, or else written here, after its jobs. */
 	if (worth_queueing(from_buf, iov[1].iov_len) && may_pipeline(f, want) &&
-	    submit(wp, from_buf ? iov : iov + 1, from_buf ? 2 : 1, wp->boff,
-		   want) == 0)
+	    (from_buf ? submit_buffer(wp, &iov[1], from_buf, want)
+		      : submit(wp, iov + 1, 1, wp->boff, want)) == 0) {
+		handed = from_buf != 0;
 		err = 0;
-	else if (drain(wp), backing_write(f, from_buf ? iov : iov + 1,
+	} else if (drain(wp), backing_write(f, from_buf ? iov : iov + 1,
 					  from_buf ? 2 : 1, wp->boff,
 					  &err) == want)
 		err = 0;
@@ -925,7 +987,7 @@ ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
 	}
 	/* What stays: the buffer's unwritten part, then data's tail. */
 	keep = wp->blen - from_buf;
-	if (keep)
+	if (keep && !handed) /* else submit_buffer moved it */
 		memmove(wp->buf, wp->buf + from_buf, keep);
 	wp->boff = upto;
 	tail_from = upto > off ? upto : off;
@@ -1074,7 +1136,7 @@ void wpipe_close(struct dcfs_file *f)
 	pthread_mutex_unlock(&wp->wi->lock);
 	wi_put(wp->wi);
 	if (wp->buf) {
-		free(wp->buf);
+		free(wp->bufjob);
 		atomic_fetch_sub(&buf_total, BUF_CAP);
 	}
 	pthread_cond_destroy(&wp->qcv);
