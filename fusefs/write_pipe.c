@@ -582,19 +582,18 @@ static void enqueue(struct wpipe *wp, struct wjob *job, off_t off, size_t len)
 }
 
 /*
- * Queues a copy of iov for the worker (f->lock held): 0, or -errno when it
- * could not (the caller then writes synchronously).
+ * A job's memory (JOB_CAP bytes): a spare one, its pages faulted in, else
+ * a new one.  With reserve set, first waits for room for len bytes in
+ * flight.  NULL when there is no room or no memory.
  */
-static int submit(struct wpipe *wp, const struct iovec *iov, int cnt,
-		  off_t off, size_t len)
+static struct wjob *job_get(struct wpipe *wp, bool reserve_room, size_t len)
 {
 	struct wjob *job;
-	size_t at = 0;
 
 	pthread_mutex_lock(&wp->qlock);
-	if (reserve(wp, len, wp->inflight_limit) < 0) {
+	if (reserve_room && reserve(wp, len, wp->inflight_limit) < 0) {
 		pthread_mutex_unlock(&wp->qlock);
-		return -EAGAIN;
+		return NULL;
 	}
 	job = wp->spare;
 	if (job) {
@@ -602,10 +601,21 @@ static int submit(struct wpipe *wp, const struct iovec *iov, int cnt,
 		wp->nspare--;
 	}
 	pthread_mutex_unlock(&wp->qlock);
+	return job ? job : malloc(sizeof(*job) + JOB_CAP);
+}
+
+/*
+ * Queues a copy of iov for the worker (f->lock held): 0, or -errno when it
+ * could not (the caller then writes synchronously).
+ */
+static int submit(struct wpipe *wp, const struct iovec *iov, int cnt,
+		  off_t off, size_t len)
+{
+	struct wjob *job = job_get(wp, true, len);
+	size_t at = 0;
+
 	if (!job)
-		job = malloc(sizeof(*job) + JOB_CAP);
-	if (!job)
-		return -ENOMEM;
+		return -EAGAIN;
 	for (int i = 0; i < cnt; i++) {
 		memcpy(job->mem + at, iov[i].iov_base, iov[i].iov_len);
 		at += iov[i].iov_len;
@@ -628,24 +638,11 @@ static int submit(struct wpipe *wp, const struct iovec *iov, int cnt,
 static int submit_buffer(struct wpipe *wp, const struct iovec *req,
 			 size_t from_buf, size_t len)
 {
-	struct wjob *job = wp->bufjob, *fresh;
+	struct wjob *job = wp->bufjob, *fresh = job_get(wp, true, len);
 	size_t keep = wp->blen - from_buf;
 
-	pthread_mutex_lock(&wp->qlock);
-	if (reserve(wp, len, wp->inflight_limit) < 0) {
-		pthread_mutex_unlock(&wp->qlock);
+	if (!fresh)
 		return -EAGAIN;
-	}
-	fresh = wp->spare;
-	if (fresh) {
-		wp->spare = fresh->next;
-		wp->nspare--;
-	}
-	pthread_mutex_unlock(&wp->qlock);
-	if (!fresh)
-		fresh = malloc(sizeof(*fresh) + JOB_CAP);
-	if (!fresh)
-		return -ENOMEM;
 	/* Before req lands there. */
 	if (keep)
 		memcpy(fresh->mem, job->mem + from_buf, keep);
@@ -750,15 +747,7 @@ static bool buf_alloc(struct wpipe *wp)
 		return true;
 	if (atomic_fetch_add(&buf_total, BUF_CAP) + BUF_CAP > BUF_GLOBAL_CAP)
 		goto fail;
-	pthread_mutex_lock(&wp->qlock);
-	job = wp->spare;
-	if (job) {
-		wp->spare = job->next;
-		wp->nspare--;
-	}
-	pthread_mutex_unlock(&wp->qlock);
-	if (!job)
-		job = malloc(sizeof(*job) + JOB_CAP);
+	job = job_get(wp, false, 0);
 	if (job) {
 		wp->bufjob = job;
 		wp->buf = job->mem;
