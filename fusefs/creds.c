@@ -82,6 +82,15 @@ void creds_leave(int how)
 }
 
 /*
+ * A capability missing from the permitted set (a container that dropped
+ * CAP_SYS_RESOURCE from the bounding set) can never be raised, since a
+ * process never gains permitted capabilities without an exec: after the
+ * first EPERM, raising it is answered here instead of by two syscalls per
+ * write.
+ */
+static _Atomic bool raise_denied;
+
+/*
  * Writes are made with the caller's filesystem identity.  A root daemon
  * writing for everyone would let any user fill a filesystem into the
  * reserve its owner kept for root (ext4 lets fsuid 0 or CAP_SYS_RESOURCE
@@ -92,15 +101,6 @@ void creds_leave(int how)
  * filesystem capabilities) around writes for everyone else.  The fd was
  * opened, and permission checked, at open time.
  */
-/*
- * A capability missing from the permitted set (a container that dropped
- * CAP_SYS_RESOURCE from the bounding set) can never be raised, since a
- * process never gains permitted capabilities without an exec: after the
- * first EPERM, raising it is answered here instead of by two syscalls per
- * write.
- */
-static _Atomic bool raise_denied;
-
 static bool cap_set_effective(bool raise, unsigned int cap)
 {
 	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };

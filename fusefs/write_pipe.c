@@ -128,8 +128,7 @@ struct wpipe {
 	struct wpipe *next; /* wi->lock */
 	/* the fields below: f->lock */
 	uint64_t err_seen;
-	char *buf;	     /* bufjob->mem */
-	struct wjob *bufjob; /* the buffer is a job's memory: see submit_buffer */
+	struct wjob *bufjob; /* the buffer, a job's memory: see submit_buffer */
 	off_t boff; /* buffered file range [boff, boff + blen) */
 	size_t blen;
 	struct creds_id id;
@@ -155,6 +154,12 @@ static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic long buffered_handles; /* handles with blen > 0 */
 static _Atomic uint64_t buffered_bytes;
 static _Atomic uint64_t buf_total; /* allocated buffers */
+
+/* The coalescing buffer's memory, NULL before buf_alloc(). */
+static char *buf_mem(const struct wpipe *wp)
+{
+	return wp->bufjob ? wp->bufjob->mem : NULL;
+}
 static _Atomic uint64_t inflight_total; /* bytes in jobs, all handles */
 
 static off_t page_down(off_t x)
@@ -651,7 +656,6 @@ static int submit_buffer(struct wpipe *wp, const struct iovec *req,
 	job->data = job->mem;
 	job->rb = NULL;
 	wp->bufjob = fresh;
-	wp->buf = fresh->mem;
 	enqueue(wp, job, wp->boff, len);
 	return 0;
 }
@@ -711,7 +715,7 @@ static void set_buffered(struct wpipe *wp, size_t blen)
  */
 static int flush_buf(struct wpipe *wp)
 {
-	struct iovec iov = { wp->buf, wp->blen };
+	struct iovec iov = { buf_mem(wp), wp->blen };
 	size_t len = wp->blen;
 	int err;
 
@@ -743,14 +747,13 @@ static bool buf_alloc(struct wpipe *wp)
 {
 	struct wjob *job;
 
-	if (wp->buf)
+	if (wp->bufjob)
 		return true;
 	if (atomic_fetch_add(&buf_total, BUF_CAP) + BUF_CAP > BUF_GLOBAL_CAP)
 		goto fail;
 	job = job_get(wp, false, 0);
 	if (job) {
 		wp->bufjob = job;
-		wp->buf = job->mem;
 		return true;
 	}
 fail:
@@ -852,9 +855,9 @@ static bool adopt_write(struct dcfs_file *f, const char *data, size_t len,
 		return false;
 	start = reqbuf_data(rb) - from_buf;
 	if (from_buf)
-		memcpy(start, wp->buf, from_buf);
+		memcpy(start, buf_mem(wp), from_buf);
 	if (tail)
-		memcpy(wp->buf, reqbuf_data(rb) + from_req, tail);
+		memcpy(buf_mem(wp), reqbuf_data(rb) + from_req, tail);
 	wp->boff = upto;
 	set_buffered(wp, tail);
 	if (submit_adopted(wp, rb, start, at, want) == 0) {
@@ -931,7 +934,7 @@ ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
 	if (wp->blen + len < BUF_CAP) {
 		/* Fits: acknowledge from the buffer, if it may hold data. */
 		if ((wp->blen || !space_is_low(f)) && buf_alloc(wp)) {
-			memcpy(wp->buf + wp->blen, data, len);
+			memcpy(buf_mem(wp) + wp->blen, data, len);
 			set_buffered(wp, wp->blen + len);
 			stats_add(f->policy, ST_COALESCED, 1);
 			return (ssize_t)len;
@@ -947,7 +950,7 @@ ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
 	}
 	from_buf = (off_t)wp->blen < upto - wp->boff ? wp->blen
 						     : (size_t)(upto - wp->boff);
-	iov[0] = (struct iovec){ wp->buf, from_buf };
+	iov[0] = (struct iovec){ buf_mem(wp), from_buf };
 	iov[1] = (struct iovec){ (void *)data,
 				 upto > off ? (size_t)(upto - off) : 0 };
 	want = from_buf + iov[1].iov_len;
@@ -977,7 +980,7 @@ ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
 	/* What stays: the buffer's unwritten part, then data's tail. */
 	keep = wp->blen - from_buf;
 	if (keep && !handed) /* else submit_buffer moved it */
-		memmove(wp->buf, wp->buf + from_buf, keep);
+		memmove(buf_mem(wp), buf_mem(wp) + from_buf, keep);
 	wp->boff = upto;
 	tail_from = upto > off ? upto : off;
 	tail = (size_t)(end - tail_from);
@@ -989,7 +992,7 @@ ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
 		return n == (ssize_t)tail ? (ssize_t)len : (n < 0 ? n : -EIO);
 	}
 	if (tail)
-		memcpy(wp->buf + keep, (const char *)data + (tail_from - off),
+		memcpy(buf_mem(wp) + keep, (const char *)data + (tail_from - off),
 		       tail);
 	set_buffered(wp, keep + tail);
 	return (ssize_t)len;
@@ -1124,7 +1127,7 @@ void wpipe_close(struct dcfs_file *f)
 	*pp = wp->next;
 	pthread_mutex_unlock(&wp->wi->lock);
 	wi_put(wp->wi);
-	if (wp->buf) {
+	if (wp->bufjob) {
 		free(wp->bufjob);
 		atomic_fetch_sub(&buf_total, BUF_CAP);
 	}
