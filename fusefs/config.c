@@ -486,6 +486,17 @@ static bool set_size(struct parse_state *ps, const char *key,
 	return err == 0;
 }
 
+static void set_bool(struct parse_state *ps, const char *key,
+		     const char *value, bool *slot)
+{
+	if (!strcasecmp(value, "yes") || !strcmp(value, "1") || !strcasecmp(value, "on"))
+		*slot = true;
+	else if (!strcasecmp(value, "no") || !strcmp(value, "0") || !strcasecmp(value, "off"))
+		*slot = false;
+	else
+		error_at(ps, ps->lineno, "%s must be yes or no", key);
+}
+
 static int parse_log_level(const char *s)
 {
 	static const char *const names[] = { "error", "warning", "info", "debug" };
@@ -531,12 +542,9 @@ static void global_key(struct parse_state *ps, const char *key,
 		else
 			cfg->writeback_limit = v;
 	} else if (!strcasecmp(key, "prefetch")) {
-		if (!strcasecmp(value, "yes") || !strcmp(value, "1") || !strcasecmp(value, "on"))
-			cfg->prefetch = true;
-		else if (!strcasecmp(value, "no") || !strcmp(value, "0") || !strcasecmp(value, "off"))
-			cfg->prefetch = false;
-		else
-			error_at(ps, ps->lineno, "prefetch must be yes or no");
+		set_bool(ps, key, value, &cfg->prefetch);
+	} else if (!strcasecmp(key, "fuse_readahead")) {
+		set_bool(ps, key, value, &cfg->fuse_readahead);
 	} else if (!strcasecmp(key, "inflight")) {
 		if (set_size(ps, key, value, &v) && v > (1ULL << 30))
 			error_at(ps, ps->lineno, "inflight must be at most 1G (0: synchronous writes)");

@@ -106,6 +106,8 @@ static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
 	}
 	fi->fh = (uintptr_t)f;
 	passthrough_open(req, f, fi);
+	if (fi->direct_io)
+		f->fuse_cached = false;
 	files_link(f);
 	return 0;
 }

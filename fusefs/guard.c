@@ -145,6 +145,11 @@ void guard_learn_self(const char *mountpoint)
 	}
 }
 
+dev_t guard_self_dev(void)
+{
+	return self_dev;
+}
+
 /*
  * fd was opened across a mount point: is it dcfs's own mount?  Asked with
  * AT_STATX_DONT_SYNC, so a FUSE mount answers from its cache and no request

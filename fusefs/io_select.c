@@ -154,7 +154,10 @@ static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 	else {
 		f->io = &io_stream;
 		set_uncached_flags(f, d->policy);
-		fi->direct_io = 1;
+		f->fuse_cached = cfg->fuse_readahead &&
+				 (f->flags & O_ACCMODE) == O_RDONLY &&
+				 f->read_uncached;
+		fi->direct_io = !f->fuse_cached;
 	}
 }
 

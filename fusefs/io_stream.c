@@ -118,6 +118,14 @@ static void read_direct(fuse_req_t req, struct dcfs_file *f, size_t size,
 	free(buf);
 }
 
+static bool prev_covers(const struct dcfs_file *f, size_t size, off_t off,
+			uint64_t gen)
+{
+	return f->ra_prev_buf && f->ra_prev_len && f->ra_prev_gen == gen &&
+	       off >= f->ra_prev_off &&
+	       off + (off_t)size <= f->ra_prev_off + (off_t)f->ra_prev_len;
+}
+
 static void reply_from_ra(fuse_req_t req, struct dcfs_file *f, size_t size,
 			  off_t off)
 {
@@ -146,16 +154,28 @@ static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 	 * window (4K, 64K, 1M...): others would cross into the next window
 	 * somewhere the prefetch could not start from.
 	 */
-	seq = off == f->ra_last_end;
+	seq = off == f->ra_last_end ||
+	      (f->fuse_cached && f->ra_len && off >= f->ra_off &&
+	       off <= f->ra_off + (off_t)f->ra_len);
 	tiles = f->ra_prefetch && size && f->ra_cap % size == 0;
 	f->ra_last_end = off + (off_t)size;
 	/* Writes of passthrough handles change the data behind our back. */
 	if (passthrough_bypassed(f->inode)) {
 		f->ra_len = 0;
+		f->ra_prev_len = 0;
 		read_direct(req, f, size, off);
 		goto out;
 	} else if (ra_covers(f, size, off, gen)) {
 		reply_from_ra(req, f, size, off);
+	} else if (prev_covers(f, size, off, gen)) {
+		fuse_reply_buf(req, f->ra_prev_buf + (off - f->ra_prev_off),
+			       size);
+		goto out;
+	} else if (f->fuse_cached && f->ra_len && off < f->ra_off &&
+		   off + (off_t)f->ra_cap > f->ra_off) {
+		/* late, and not in the window kept: leave the windows alone */
+		read_direct(req, f, size, off);
+		goto out;
 	} else if ((size < f->ra_cap || (tiles && size == f->ra_cap)) &&
 		   ra_reserve(f) && size <= f->ra_cap) {
 		/* ra_reserve may have taken a smaller window */
@@ -239,6 +259,8 @@ static void stream_release(struct dcfs_file *f)
 	 * FUSE cache, and not what backing read-ahead brought in around it
 	 * (unless the file was in use when we opened it).
 	 */
+	if (f->fuse_cached)
+		notify_inval(f->inode->nodeid, 0, 0);
 	if (f->target && !f->switch_after) {
 		notify_inval(f->inode->nodeid, 0, 0);
 		if (!f->was_resident)
@@ -296,6 +318,20 @@ static void trail_inval(struct dcfs_file *f)
 }
 
 /*
+ * A reader through the FUSE cache moved elsewhere: what the kernel read
+ * ahead for the run it left is not read again soon, drop it now rather
+ * than at close (a random reader would otherwise fill the FUSE cache).
+ */
+static void drop_left_behind(struct dcfs_file *f, off_t next)
+{
+	off_t lo = f->inval_done > f->seq_start ? f->inval_done : f->seq_start;
+
+	if (f->seq_next > lo)
+		notify_inval(f->inode->nodeid, lo, f->seq_next - lo);
+	f->inval_done = next;
+}
+
+/*
  * Requests of one stream reach the daemon slightly out of order (kernel
  * read-ahead is asynchronous and several threads serve it), so a stream
  * is any run of requests that stay within a slack of its front.
@@ -310,10 +346,12 @@ void io_account(struct dcfs_file *f, off_t off, size_t n)
 {
 	off_t end = off + (off_t)n;
 
-	if (f->io != &io_stream || !f->target || !n)
+	if (f->io != &io_stream || (!f->target && !f->fuse_cached) || !n)
 		return;
 	pthread_mutex_lock(&f->lock);
 	if (!continues_stream(f, off)) {
+		if (f->fuse_cached)
+			drop_left_behind(f, off);
 		f->seq_start = off;
 		f->seq_next = off;
 		f->seq_run = 0;

@@ -617,6 +617,16 @@ static size_t flatten(const struct iovec *iov, int count, char *buf,
 	return len;
 }
 
+/* The kernel has applied the reply once write() returns. */
+static ssize_t write_init_reply(int fd, const char *buf, size_t len)
+{
+	ssize_t n = write(fd, buf, len);
+
+	if (n == (ssize_t)len)
+		conn_limits_after_init();
+	return n;
+}
+
 static ssize_t write_init(int fd, struct iovec *iov, int count)
 {
 	char buf[sizeof(struct fuse_out_header) + sizeof(struct fuse_init_out)];
@@ -633,7 +643,7 @@ static ssize_t write_init(int fd, struct iovec *iov, int count)
 		if (len != sizeof(buf))
 			return writev(fd, iov, count);
 		conn_limits_init_reply(out);
-		return write(fd, buf, len);
+		return write_init_reply(fd, buf, len);
 	}
 	conn_limits_init_reply(out);
 	out->flags |= FUSE_INIT_EXT;
@@ -668,7 +678,7 @@ static ssize_t write_init(int fd, struct iovec *iov, int count)
 		 atomic_load(&pt.on) ? "" : pt.off_reason,
 		 atomic_load(&pt.on) ? "" : ")",
 		 atomic_load(&pt.mmap) ? "allowed" : "not offered (ENODEV)");
-	return write(fd, buf, len);
+	return write_init_reply(fd, buf, len);
 }
 
 /*

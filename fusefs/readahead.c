@@ -149,6 +149,35 @@ void ra_prefetch(struct dcfs_file *f, off_t off, uint64_t gen)
 }
 
 /*
+ * A handle read through the FUSE page cache gets its requests from the
+ * kernel's read-ahead, several at once and served by several threads: one
+ * for the end of a window can come after the first one of the next.  The
+ * window before stays for those (a third buffer, counted like the others);
+ * returns the buffer the prefetch may fill next.
+ */
+static char *keep_previous(struct dcfs_file *f)
+{
+	char *spare = f->ra_prev_buf;
+
+	if (!f->fuse_cached)
+		return f->ra_buf;
+	if (!spare) {
+		if (!ra_account(f->ra_cap))
+			return f->ra_buf;
+		spare = malloc(f->ra_cap);
+		if (!spare) {
+			ra_unaccount(f->ra_cap);
+			return f->ra_buf;
+		}
+	}
+	f->ra_prev_buf = f->ra_buf;
+	f->ra_prev_off = f->ra_off;
+	f->ra_prev_len = f->ra_len;
+	f->ra_prev_gen = f->ra_gen;
+	return spare;
+}
+
+/*
  * The request at off wants a new window (f->lock held): if the prefetched
  * one is for off and still valid, it becomes the current buffer (the two
  * are swapped) and true is returned.  Otherwise the prefetch is dropped.
@@ -167,7 +196,7 @@ bool ra_take(struct dcfs_file *f, off_t off, uint64_t gen)
 			stats_add(f->policy, ST_PREFETCH_WAITS, 1);
 		ra_wait(r);
 		if (r->len >= 0 && atomic_load(&f->inode->data_gen) == gen) {
-			tmp = f->ra_buf;
+			tmp = keep_previous(f);
 			f->ra_buf = r->buf;
 			r->buf = tmp;
 			f->ra_off = off;
@@ -203,4 +232,9 @@ void ra_stop(struct dcfs_file *f)
 	ra_unaccount(r->cap);
 	free(r);
 	f->ra_next = NULL;
+	if (f->ra_prev_buf) {
+		free(f->ra_prev_buf);
+		f->ra_prev_buf = NULL;
+		ra_unaccount(f->ra_cap);
+	}
 }

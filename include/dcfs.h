@@ -83,6 +83,7 @@ struct dcfs_file {
 	bool read_uncached; /* current behaviour of the backing I/O */
 	bool write_uncached;
 	bool was_resident;  /* the file had cached pages at open */
+	bool fuse_cached;   /* a streaming reader served through the FUSE cache */
 	bool fadv_random;
 	struct dcfs_file *prev, *next; /* open handles, for teardown */
 	uint64_t switch_after; /* 0: no switch pending */
@@ -106,6 +107,11 @@ struct dcfs_file {
 	off_t ra_last_end;	    /* where the last read ended */
 	bool ra_prefetch;	    /* double buffering allowed */
 	struct ra_next *ra_next; /* the second buffer (readahead.c) */
+	/* the window before, for late requests of the kernel's read-ahead */
+	char *ra_prev_buf;
+	off_t ra_prev_off;
+	size_t ra_prev_len;
+	uint64_t ra_prev_gen;
 
 	/* fallback write-behind and residency protection */
 	off_t wb_lo, wb_hi;	  /* written, writeback not started */
@@ -230,6 +236,7 @@ struct dcfs_inode *nodeid_find(uint64_t id);
 /* guard.c */
 int guard_mountpoint(const char *backing, const char *mountpoint);
 void guard_learn_self(const char *mountpoint);
+dev_t guard_self_dev(void); /* the mount's device, 0 if unknown */
 bool guard_is_self(int fd);
 
 /* fuse_file.c, fuse_dir.c: handles the kernel never released */

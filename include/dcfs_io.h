@@ -77,6 +77,7 @@ void ra_stop(struct dcfs_file *f);
 struct fuse_init_out;
 void conn_limits_prepare(void);
 void conn_limits_init_reply(struct fuse_init_out *out);
+void conn_limits_after_init(void);
 
 /* notify.c */
 int notify_start(struct fuse_session *se);

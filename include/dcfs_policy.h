@@ -69,6 +69,7 @@ struct dcfs_config {
 	uint64_t inflight;	  /* background write bytes per handle */
 	uint64_t inflight_mount;  /* ... and per mount */
 	bool prefetch;		  /* double-buffered read-ahead */
+	bool fuse_readahead;	  /* read-only streams through the FUSE cache */
 	int log_level;	    /* fuse_log_level; -1 = unchanged */
 	struct cfg_class *classes;
 	size_t n_classes;
