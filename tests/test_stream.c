@@ -1282,6 +1282,134 @@ static void adopted_case(const char *mnt, const char *exp, const char *label)
 	free(mem);
 }
 
+/* ---- fuse_readahead: read-only streams through the FUSE page cache ----------- */
+/* With fuse_readahead = yes a read-only open of a streaming class is not
+ * FOPEN_DIRECT_IO: the kernel reads ahead into the FUSE page cache and the
+ * daemon drops what the reader left a window behind, at a seek and at
+ * release.  Checked: the data, few READ requests for 4 KiB reads, the FUSE
+ * cache bounded while reading (also for a random reader) and empty after
+ * close, the backing cache as for direct reads, and writes through another
+ * handle seen by the cached reader at once. */
+#define FRA_MAX_PAGES 6144 /* 24 MiB of the 64: window 1M, 1M kernel read-ahead, notify lag (4K readers: up to 16 MiB seen) */
+
+static long long fra_wait_le(int fd, long long max, double timeout_s)
+{
+	double end = now_s() + timeout_s;
+	long long n;
+	while ((n = resident_pages(fd)) > max && now_s() < end)
+		sleep_ms(20);
+	return n;
+}
+
+static void fra_read_case(struct own_mount *m, const char *rel, const unsigned char *src,
+			  size_t rs, int obs, char *msg, size_t msglen)
+{
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof path, "%s/%s", m->mnt, rel);
+	drop_caches();
+	long long q0 = stats_get(m->mnt, "requests", "read");
+	int fd = open(path, O_RDONLY);
+	ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
+	unsigned char *b = malloc(rs);
+	long long peak = 0;
+	for (size_t off = 0; off < BIG; off += rs) {
+		ssize_t r = read(fd, b, rs);
+		ck_assert_msg(r == (ssize_t)rs, "read %zu at %zu: %zd (%s)", rs, off, r, strerror(errno));
+		ck_assert_msg(memcmp(b, src + off, rs) == 0, "%s: data differs in [%zu, +%zu)", rel, off, rs);
+		if ((off & ((8u << 20) - 1)) == 0) {
+			long long n = resident_pages(obs);
+			if (n > peak)
+				peak = n;
+		}
+	}
+	ck_assert_int_eq(read(fd, b, rs), 0);
+	free(b);
+	long long q1 = stats_get(m->mnt, "requests", "read");
+	close(fd);
+	long long after = fra_wait_le(obs, 0, 5);
+	size_t ml = strlen(msg);
+	printf("fuse_readahead-%s %zu-byte reads: %lld READ requests for %u MiB, FUSE cache peak %lld pages, %lld after close\n",
+	       sk_names[g_sk], rs, q1 - q0, BIG >> 20, peak, after);
+	if (peak > FRA_MAX_PAGES)
+		snprintf(msg + ml, msglen - ml, "\n  %zu-byte reads: %lld FUSE pages while reading (allowed %d)",
+			 rs, peak, FRA_MAX_PAGES);
+	ml = strlen(msg);
+	if (after != 0)
+		snprintf(msg + ml, msglen - ml, "\n  %zu-byte reads: %lld FUSE pages 5s after close", rs, after);
+	ml = strlen(msg);
+	/* 4 KiB reads in direct I/O would be 16384 requests */
+	if (rs == 4096 && q1 - q0 > (long long)(BIG / (64 << 10)))
+		snprintf(msg + ml, msglen - ml, "\n  4K reads: %lld READ requests (not read ahead by the kernel)",
+			 q1 - q0);
+}
+
+START_TEST(stream_fuse_readahead)
+{
+	st_begin();
+	char conf[sizeof STREAM_CONF + 64], tag[64], err[4096], msg[4096] = "";
+	const char *g = strstr(STREAM_CONF, "[global]\n");
+	ck_assert_ptr_nonnull(g);
+	snprintf(conf, sizeof conf, "[global]\nfuse_readahead = yes\n%s", g + strlen("[global]\n"));
+	snprintf(tag, sizeof tag, "fra-%s", sk_names[g_sk]);
+	struct own_mount *m = &g_one;
+	ck_assert_msg(own_mount_start(m, g_sm_root, tag, conf) == 0, "mount: %s", m->err);
+	unsigned char *src = big_pattern(7000 + g_sk);
+	char ep[PATH_MAX + 64], mp[PATH_MAX + 64];
+	snprintf(ep, sizeof ep, "%s/fra.mkv", m->exp);
+	snprintf(mp, sizeof mp, "%s/fra.mkv", m->mnt);
+	ck_assert_int_eq(write_file(ep, src, BIG, 0644), 0);
+	/* an observer handle: the FUSE cache of the inode, whoever fills it */
+	int obs = open(mp, O_RDONLY);
+	ck_assert_int_ge(obs, 0);
+	const size_t sizes[] = { 4096, 65536, 1 << 20 };
+	for (int i = 0; i < 3; i++)
+		fra_read_case(m, "fra.mkv", src, sizes[i], obs, msg, sizeof msg);
+	long long left = wait_resident_le(ep, max_left(), 10);
+	size_t ml = strlen(msg);
+	if (left > max_left() || left < 0)
+		snprintf(msg + ml, sizeof msg - ml, "\n  %lld backing pages resident after the reads (allowed %lld)",
+			 left, max_left());
+
+	/* a random reader: what it leaves behind at each jump is dropped */
+	int fd = open(mp, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	unsigned char b[16384];
+	unsigned seed = 12345;
+	for (int i = 0; i < 256; i++) {
+		seed = seed * 1103515245u + 12345u;
+		off_t off = (off_t)((seed >> 4) % (BIG / sizeof b)) * (off_t)sizeof b;
+		ck_assert_int_eq(pread(fd, b, sizeof b, off), (ssize_t)sizeof b);
+		ck_assert_msg(memcmp(b, src + off, sizeof b) == 0, "random read at %lld differs", (long long)off);
+	}
+	long long rnd = fra_wait_le(obs, FRA_MAX_PAGES, 3);
+	ml = strlen(msg);
+	if (rnd > FRA_MAX_PAGES)
+		snprintf(msg + ml, sizeof msg - ml, "\n  random reader: %lld FUSE pages (allowed %d)", rnd,
+			 FRA_MAX_PAGES);
+
+	/* a write through another handle is seen by the cached reader at once */
+	ck_assert_int_eq(pread(fd, b, sizeof b, 1 << 20), (ssize_t)sizeof b);
+	int wfd = open(mp, O_WRONLY);
+	ck_assert_int_ge(wfd, 0);
+	unsigned char nb[16384];
+	memset(nb, 0x5a, sizeof nb);
+	for (int i = 0; i < 50; i++) {
+		nb[0] = (unsigned char)i;
+		ck_assert_int_eq(pwrite(wfd, nb, sizeof nb, 1 << 20), (ssize_t)sizeof nb);
+		ck_assert_int_eq(pread(fd, b, sizeof b, 1 << 20), (ssize_t)sizeof b);
+		ck_assert_msg(memcmp(b, nb, sizeof b) == 0, "round %d: the cached reader sees old data after a write", i);
+	}
+	close(wfd);
+	close(fd);
+	close(obs);
+	free(src);
+	unlink(ep);
+	int rc = own_mount_stop(m, err, sizeof err);
+	ck_assert_msg(rc == 0, "%s", err);
+	ck_assert_msg(!msg[0], "fuse_readahead:%s", msg);
+}
+END_TEST
+
 START_TEST(stream_adopted)
 {
 	st_begin();
@@ -1755,6 +1883,7 @@ Suite *stream_suite(void)
 		}
 		tcase_add_test(tc, stream_unaligned_1m);
 		tcase_add_test(tc, stream_adopted);
+		tcase_add_test(tc, stream_fuse_readahead);
 		if (k != SK_BTRFS)
 			tcase_add_test(tc, stream_kill9);
 		tcase_add_test(tc, stream_zz_unmount);
