@@ -746,6 +746,7 @@ struct dcfs_config *config_defaults(void)
 	cfg->writeback_limit = 8ULL << 20;
 	cfg->inflight = 8ULL << 20;
 	cfg->prefetch = true;
+	cfg->fuse_readahead = true;
 	cfg->inflight_mount = 64ULL << 20;
 	cfg->log_level = -1;
 	cfg->loaded = time(NULL);

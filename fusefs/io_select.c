@@ -13,6 +13,7 @@
 #include <linux/magic.h>
 #include <sys/vfs.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -158,6 +159,9 @@ static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 				 (f->flags & O_ACCMODE) == O_RDONLY &&
 				 f->read_uncached;
 		fi->direct_io = !f->fuse_cached;
+		/* The kernel's read-ahead requests are up to 1 MiB. */
+		if (f->fuse_cached && f->ra_cap && f->ra_cap < FRA_MIN_WINDOW)
+			f->ra_cap = FRA_MIN_WINDOW;
 	}
 }
 

@@ -100,6 +100,28 @@ static bool ra_covers(const struct dcfs_file *f, size_t size, off_t off,
 	       off + (off_t)size <= f->ra_off + (off_t)f->ra_len;
 }
 
+/*
+ * One read of exactly this range.  The backing filesystem's own read-ahead
+ * would read on past it, and for a reader through the FUSE cache that is
+ * ground the handle's windows already covered (a late request) or will
+ * not read the same way: pages read ahead and never read stay resident
+ * even with RWF_DONTCACHE.  So such a read goes without backing read-ahead
+ * (FMODE_RANDOM of this handle's own file, while no prefetch runs).
+ */
+static ssize_t read_exact(struct dcfs_file *f, void *buf, size_t size,
+			  off_t off)
+{
+	bool toggle = f->fuse_cached && !f->fadv_random;
+	ssize_t n;
+
+	if (toggle)
+		posix_fadvise(f->fd, 0, 0, POSIX_FADV_RANDOM);
+	n = read_uncached(f, buf, size, off);
+	if (toggle && !f->fadv_random)
+		posix_fadvise(f->fd, 0, 0, POSIX_FADV_NORMAL);
+	return n;
+}
+
 static void read_direct(fuse_req_t req, struct dcfs_file *f, size_t size,
 			off_t off)
 {
@@ -110,7 +132,8 @@ static void read_direct(fuse_req_t req, struct dcfs_file *f, size_t size,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	n = read_uncached(f, buf, size, off);
+	ra_quiesce(f);
+	n = read_exact(f, buf, size, off);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
@@ -156,7 +179,7 @@ static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 	 */
 	seq = off == f->ra_last_end ||
 	      (f->fuse_cached && f->ra_len && off >= f->ra_off &&
-	       off <= f->ra_off + (off_t)f->ra_len);
+	       off < f->ra_off + (off_t)(f->ra_len + f->ra_cap));
 	tiles = f->ra_prefetch && size && f->ra_cap % size == 0;
 	f->ra_last_end = off + (off_t)size;
 	/* Writes of passthrough handles change the data behind our back. */
@@ -182,6 +205,7 @@ static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 		tiles = f->ra_prefetch && size && f->ra_cap % size == 0;
 		if (!(seq && tiles && ra_take(f, off, gen) &&
 		      ra_covers(f, size, off, gen))) {
+			ra_quiesce(f);
 			n = read_uncached(f, f->ra_buf, f->ra_cap, off);
 			if (n < 0) {
 				f->ra_len = 0;
@@ -303,15 +327,27 @@ static void switch_now(struct dcfs_file *f)
 }
 
 /*
+ * A reader through the FUSE cache (fuse_readahead): its requests are the
+ * kernel's read-ahead, up to two 1 MiB windows ahead of the application,
+ * so pages this far behind the front are read.  Each drop also costs a
+ * GETATTR (the kernel invalidates the attributes with the pages), hence
+ * drops of 2 MiB: at most about 6 MiB of the mount's cache per reader.
+ */
+#define FRA_LAG ((off_t)4 << 20)
+#define FRA_CHUNK ((off_t)2 << 20)
+
+/*
  * After the switch the handle still passes through the FUSE page cache
  * (FOPEN_DIRECT_IO cannot be set after open): drop what the stream left
  * there, a window behind it so the kernel's read-ahead is not wasted.
  */
 static void trail_inval(struct dcfs_file *f)
 {
-	off_t upto = f->seq_next - (off_t)f->window;
+	off_t lag = f->fuse_cached ? FRA_LAG : (off_t)f->window;
+	off_t chunk = f->fuse_cached ? FRA_CHUNK : (off_t)f->window;
+	off_t upto = f->seq_next - lag;
 
-	if (upto < f->inval_done + (off_t)f->window)
+	if (upto < f->inval_done + chunk)
 		return;
 	notify_inval(f->inode->nodeid, f->inval_done, upto - f->inval_done);
 	f->inval_done = upto;

@@ -11,9 +11,8 @@
  * before ended), so the next window is usually there when it is needed.
  *
  * Invariants:
- *  - A prefetched window is used only for the offset it was asked for and
- *    only if the inode's data generation is unchanged since it was asked
- *    for.  Writes bump the generation when they are acknowledged and again
+ *  - A prefetched window is used only for requests inside it and only if
+ *    the inode's data generation is unchanged since it was asked for.  Writes bump the generation when they are acknowledged and again
  *    when they land in the backing file (write_pipe.c), so a window read
  *    before a write landed is never served after it.
  *  - A request elsewhere cancels the window (its result is dropped); a
@@ -179,7 +178,7 @@ static char *keep_previous(struct dcfs_file *f)
 
 /*
  * The request at off wants a new window (f->lock held): if the prefetched
- * one is for off and still valid, it becomes the current buffer (the two
+ * one holds off and is still valid, it becomes the current buffer (the two
  * are swapped) and true is returned.  Otherwise the prefetch is dropped.
  */
 bool ra_take(struct dcfs_file *f, off_t off, uint64_t gen)
@@ -191,7 +190,8 @@ bool ra_take(struct dcfs_file *f, off_t off, uint64_t gen)
 	if (!r)
 		return false;
 	pthread_mutex_lock(&r->lock);
-	if (r->state != RA_IDLE && r->off == off && r->gen == gen) {
+	if (r->state != RA_IDLE && off >= r->off &&
+	    off < r->off + (off_t)r->cap && r->gen == gen) {
 		if (r->state != RA_READY)
 			stats_add(f->policy, ST_PREFETCH_WAITS, 1);
 		ra_wait(r);
@@ -199,7 +199,7 @@ bool ra_take(struct dcfs_file *f, off_t off, uint64_t gen)
 			tmp = keep_previous(f);
 			f->ra_buf = r->buf;
 			r->buf = tmp;
-			f->ra_off = off;
+			f->ra_off = r->off;
 			f->ra_len = (size_t)r->len;
 			f->ra_gen = gen;
 			used = true;
@@ -210,6 +210,23 @@ bool ra_take(struct dcfs_file *f, off_t off, uint64_t gen)
 	r->state = RA_IDLE;
 	pthread_mutex_unlock(&r->lock);
 	return used;
+}
+
+/*
+ * Before the request thread reads the backing file itself (f->lock held):
+ * two uncached reads of the same pages at once can each leave the other's
+ * pages behind (neither drops a folio the other still holds), so a fill
+ * in progress is waited for.  Its window stays for a later request.
+ */
+void ra_quiesce(struct dcfs_file *f)
+{
+	struct ra_next *r = f->ra_next;
+
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->lock);
+	ra_wait(r);
+	pthread_mutex_unlock(&r->lock);
 }
 
 /* At release, before the fd is closed. */

@@ -31,7 +31,7 @@ META_NOFILE=4096 # RLIMIT_NOFILE of the metadata daemons, low on purpose
 META_SYS="native dcfs"
 FIND_N=1000000   # files of the find + stat test (0: none)
 BSLIST="4K 64K 1M"
-SYSTEMS="nat-buf nat-dc dcfs-cache dcfs-cache-fwd dcfs-auto dcfs-dc dcfs-dc-fra dcfs-dc-t1 dcfs-btrfs"
+SYSTEMS="nat-buf nat-dc dcfs-cache dcfs-cache-fwd dcfs-auto dcfs-dc dcfs-dc-direct dcfs-dc-t1 dcfs-btrfs"
 HOTSYS="nat-buf nat-dc dcfs-dc dcfs-dc-hotnative dcfs-btrfs"
 HOTSYS_ALL="nat-buf nat-dc dcfs-cache dcfs-cache-fwd dcfs-dc dcfs-dc-hotnative dcfs-btrfs"
 DO_STREAM=1 DO_HOT=1 DO_META=1 KEEP=0 REPORT_ONLY=0
@@ -215,7 +215,7 @@ make_fs() { # kind size dir
 write_conf() {
 	mkdir -p "$W/conf"
 	printf '[global]\ndefault = dontcache\nmin_size = 0\n' > "$W/conf/dontcache.conf"
-	printf '[global]\ndefault = dontcache\nmin_size = 0\nfuse_readahead = yes\n' > "$W/conf/fra.conf"
+	printf '[global]\ndefault = dontcache\nmin_size = 0\nfuse_readahead = no\n' > "$W/conf/dcdirect.conf"
 	printf '[global]\ndefault = cache\n' > "$W/conf/cache.conf"
 	printf '[global]\ndefault = auto\nmin_size = 0\n' > "$W/conf/auto.conf"
 	# Hot-set mounts: the hot file is ordinary data, *.stream streams.
@@ -314,7 +314,7 @@ sys_setup() {
 	dcfs-auto) DIR=$M/auto BDIR=$E/auto DPID=$PID_auto ;;
 	dcfs-dc) DIR=$M/dc BDIR=$E/dc DPID=$PID_dc ;;
 	dcfs-dc-t1) DIR=$M/dc1 BDIR=$E/dc1 DPID=$PID_dc1 ;;
-	dcfs-dc-fra) DIR=$M/fra BDIR=$E/fra DPID=$PID_fra ;;
+	dcfs-dc-direct) DIR=$M/dcdirect BDIR=$E/dcdirect DPID=$PID_dcdirect ;;
 	dcfs-btrfs) DIR=$M/btrfs BDIR=$B/dc DPID=$PID_btrfs ;;
 	nat-buf-btrfs) DIR=$B/native BDIR=$DIR ;;
 	*) die "unknown system $1" ;;
@@ -331,7 +331,7 @@ sys_label() {
 	dcfs-auto) echo "dcfs auto class (unknown large file)" ;;
 	dcfs-dc) echo "dcfs dontcache class" ;;
 	dcfs-dc-t1) echo "dcfs dontcache, max_threads=1" ;;
-	dcfs-dc-fra) echo "dcfs dontcache, fuse_readahead = yes" ;;
+	dcfs-dc-direct) echo "dcfs dontcache, fuse_readahead = no" ;;
 	dcfs-btrfs) echo "dcfs dontcache over btrfs (fallback)" ;;
 	nat-buf-btrfs) echo "native buffered, btrfs" ;;
 	dcfs-dc-hotnative) echo "dcfs dontcache class, hot file read natively" ;;
@@ -1106,7 +1106,7 @@ case " $SYSTEMS $HOTSYS " in *btrfs*)
 	[ $DO_STREAM = 1 ] || [ $DO_HOT = 1 ] &&
 		make_fs btrfs "$( [ $MODE = quick ] && echo 6G || echo 14G )" "$B" ;;
 esac
-PID_cache="" PID_cachefwd="" PID_auto="" PID_dc="" PID_dc1="" PID_fra="" PID_btrfs="" PID_hot="" PID_meta="" PID_find=""
+PID_cache="" PID_cachefwd="" PID_auto="" PID_dc="" PID_dc1="" PID_dcdirect="" PID_btrfs="" PID_hot="" PID_meta="" PID_find=""
 # dcfs keeps an fd per inode the kernel knows: 100k files need more than
 # the usual 1024 (or this machine's 20000).  The daemons inherit this.
 NOFILE=$(cat /proc/sys/fs/nr_open 2>/dev/null || echo 1048576)
@@ -1130,13 +1130,13 @@ if [ $DO_STREAM = 1 ]; then
 	start_dcfs dc "$W/conf/dontcache.conf" "$E/dc" "$M/dc" ""
 	case " $SYSTEMS " in *" dcfs-dc-t1 "*)
 		start_dcfs dc1 "$W/conf/dontcache.conf" "$E/dc1" "$M/dc1" "" max_threads=1 ;; esac
-	case " $SYSTEMS " in *" dcfs-dc-fra "*)
-		start_dcfs fra "$W/conf/fra.conf" "$E/fra" "$M/fra" "" ;; esac
+	case " $SYSTEMS " in *" dcfs-dc-direct "*)
+		start_dcfs dcdirect "$W/conf/dcdirect.conf" "$E/dcdirect" "$M/dcdirect" "" ;; esac
 	case " $SYSTEMS " in *" dcfs-btrfs "*)
 		start_dcfs btrfs "$W/conf/dontcache.conf" "$B/dc" "$M/btrfs" "" ;; esac
 	log "streaming part: $SYSTEMS × $BSLIST × $RUNS runs"
 	stream_part
-	for s in cache cachefwd auto dc dc1 fra btrfs; do
+	for s in cache cachefwd auto dc dc1 dcdirect btrfs; do
 		v=PID_$s
 		if [ -n "${!v}" ]; then
 			"$DCFS_BIN" stat "$M/$s" > "$OUT/logs/dcfs-stat-$s.txt" 2>&1 || true
