@@ -342,6 +342,7 @@ static void begin_process(struct parse_state *ps, const char *comm)
 	if (!p)
 		return;
 	p->comm = strdup(comm);
+	p->fuse_readahead = -1;
 	p->line = ps->lineno;
 	ps->sec = SEC_PROCESS;
 	ps->idx = cfg->n_procs - 1;
@@ -635,12 +636,19 @@ static void process_key(struct parse_state *ps, const char *key,
 {
 	struct cfg_process *p = &ps->cfg->procs[ps->idx];
 
-	if (!strcasecmp(key, "policy"))
+	bool on;
+
+	if (!strcasecmp(key, "policy")) {
 		set_policy(ps, value, &p->policy, NULL);
-	else
+	} else if (!strcasecmp(key, "fuse_readahead")) {
+		on = false;
+		set_bool(ps, key, value, &on);
+		p->fuse_readahead = on;
+	} else {
 		error_at(ps, ps->lineno,
-			 "unknown key '%s' in [process %s] (expected policy)",
+			 "unknown key '%s' in [process %s] (expected policy or fuse_readahead)",
 			 key, p->comm);
+	}
 }
 
 static int on_key(void *user, const char *section, const char *key,

@@ -155,7 +155,8 @@ static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 	else {
 		f->io = &io_stream;
 		set_uncached_flags(f, d->policy);
-		f->fuse_cached = cfg->fuse_readahead &&
+		f->fuse_cached = (d->fuse_readahead >= 0 ? d->fuse_readahead :
+							  cfg->fuse_readahead) &&
 				 (f->flags & O_ACCMODE) == O_RDONLY &&
 				 f->read_uncached;
 		fi->direct_io = !f->fuse_cached;

@@ -206,6 +206,7 @@ void policy_decide(const struct dcfs_config *cfg, const char *path,
 	d->min_size = effective_min_size(cfg, dirs, n);
 
 	pr = process_rule(cfg, comm);
+	d->fuse_readahead = pr ? pr->fuse_readahead : -1;
 	if (pr)
 		set(d, pr->policy, "rule [process %s] line %d", pr->comm,
 		    pr->line);

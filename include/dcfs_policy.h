@@ -54,6 +54,7 @@ struct cfg_dir {
 struct cfg_process {
 	char *comm;
 	enum dcfs_policy policy;
+	int fuse_readahead; /* -1: as [global] */
 	int line;
 };
 
@@ -94,6 +95,7 @@ struct dcfs_decision {
 	char reason[160];
 	int64_t min_size;
 	bool deferred; /* cached until min_size bytes were written */
+	int fuse_readahead; /* -1: as [global]; else the [process] rule's */
 };
 
 /* config.c */
