@@ -713,18 +713,9 @@ void uring_start(struct fuse_session *se)
 		 ur.ncpus, UR_THREADS_PER_CPU, ur.workers[0].payload_size);
 }
 
-/* Joins a thread, giving up after a while (stuck in a hung filesystem). */
-static bool join_bounded(struct ur_worker *w)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += 5;
-	return pthread_timedjoin_np(w->tid, NULL, &ts) == 0;
-}
-
 void uring_stop(void)
 {
+	struct timespec until;
 	uint64_t one = 1;
 	bool stuck = false;
 
@@ -732,10 +723,13 @@ void uring_stop(void)
 		return;
 	if (ur.wake_fd >= 0 && write(ur.wake_fd, &one, sizeof(one)) < 0)
 		(void)0; /* a full counter is readable anyway */
+	/* One deadline for all: a thread may be stuck in a hung filesystem. */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 3;
 	for (unsigned int i = 0; i < ur.nworkers; i++) {
 		struct ur_worker *w = &ur.workers[i];
 
-		if (w->started && !join_bounded(w)) {
+		if (w->started && pthread_timedjoin_np(w->tid, NULL, &until) != 0) {
 			stuck = true;
 			continue;
 		}
@@ -748,11 +742,6 @@ void uring_stop(void)
 		return;
 	}
 	workers_free();
-}
-
-bool uring_on(void)
-{
-	return atomic_load(&ur.on);
 }
 
 /* --- reporting ---------------------------------------------------------- */

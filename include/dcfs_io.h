@@ -148,7 +148,6 @@ void uring_prepare(bool wanted);
 uint32_t uring_accept(int dev_fd, uint32_t offer, size_t max_payload);
 void uring_start(struct fuse_session *se);
 void uring_stop(void);
-bool uring_on(void);
 /* 0: not a reply of this thread's io_uring request (write it to /dev/fuse) */
 ssize_t uring_reply(const struct iovec *iov, int count);
 ssize_t uring_splice_reply(int fdin, size_t len, bool *handled);
