@@ -187,7 +187,7 @@ void uring_prepare(bool wanted)
 
 	ur.wanted = wanted;
 	if (!wanted) {
-		set_reason("%s", "not requested (-o uring)");
+		set_reason("%s", "not requested");
 		return;
 	}
 	fd = open(ENABLE_URING, O_RDWR | O_CLOEXEC);
@@ -313,20 +313,12 @@ static int workers_alloc(size_t payload)
 	return 0;
 }
 
-/*
- * Called with the INIT reply about to go out: the flags2 bit to accept
- * FUSE_OVER_IO_URING with, or 0.  offer is the request's flags2; max_payload what the
- * kernel will require of each payload buffer.
- */
-uint32_t uring_accept(int dev_fd, uint32_t offer, size_t max_payload)
+static uint32_t decide(int dev_fd, uint32_t offer, size_t max_payload)
 {
 	char detail[64];
 	int err;
 
-	if (ur.param_set)
-		log_info("set %s to Y (host-wide) for FUSE over io_uring\n",
-			 ENABLE_URING);
-	if (!ur.wanted || ur.reason[0])
+	if (ur.reason[0])
 		return 0;
 	if (!(offer & UR_INIT_OVER_IO_URING)) {
 		set_reason("%s", "the kernel does not offer it at INIT");
@@ -347,6 +339,27 @@ uint32_t uring_accept(int dev_fd, uint32_t offer, size_t max_payload)
 	}
 	ur.accepted = true;
 	return UR_INIT_OVER_IO_URING;
+}
+
+/*
+ * Called with the INIT reply about to go out: the flags2 bit to accept
+ * FUSE_OVER_IO_URING with, or 0.  offer is the request's flags2;
+ * max_payload what the kernel will require of each payload buffer.
+ */
+uint32_t uring_accept(int dev_fd, uint32_t offer, size_t max_payload)
+{
+	uint32_t bit;
+
+	if (!ur.wanted)
+		return 0;
+	if (ur.param_set)
+		log_info("set %s to Y (host-wide) for FUSE over io_uring\n",
+			 ENABLE_URING);
+	bit = decide(dev_fd, offer, max_payload);
+	if (!bit)
+		log_warn("uring: off (%s); requests go through /dev/fuse\n",
+			 ur.reason);
+	return bit;
 }
 
 /* --- submissions --------------------------------------------------------- */

@@ -320,6 +320,13 @@ START_TEST(uring_zz_unmount)
 		ck_assert_msg(s && strstr(s, "\"uring\":{\"state\":\"on\""),
 			      "io_uring is not on: %s", s ? s : "(no stats)");
 	free(s);
+	/* A reply that missed its ring entry is answered EIO and logged. */
+	char *log = read_file_str(g_um.d.log);
+	ck_assert_msg(!strstr(log, "got no reply") && !strstr(log, "malformed request"),
+		      "daemon log: %.3000s", log);
+	if (kernel_has_uring())
+		ck_assert_msg(strstr(log, "uring: on"), "daemon log: %.3000s", log);
+	free(log);
 	char err[4096];
 	int rc = own_mount_stop(&g_um, err, sizeof err);
 	g_um.up = 0;
