@@ -194,10 +194,14 @@ void uring_prepare(bool wanted)
 	if (fd < 0 && errno == EACCES)
 		fd = open(ENABLE_URING, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
+		char detail[96];
+
+		snprintf(detail, sizeof(detail), "%s: %s", ENABLE_URING,
+			 strerror(errno));
 		set_reason(errno == ENOENT ?
-				   "the kernel has no FUSE over io_uring (%s missing)" :
+				   "the kernel has no FUSE over io_uring (%s)" :
 				   "cannot open %s",
-			   ENABLE_URING);
+			   detail);
 		return;
 	}
 	if (pread(fd, &c, 1, 0) == 1 && c == 'N') {
