@@ -20,6 +20,9 @@
  *    the reply; it is matched by size and file handle, never guessed.
  * A splice_send hook that just splices keeps libfuse's splice replies
  * (libfuse offers splice only to custom I/O that provides one).
+ * With -o uring, both hooks first offer each reply to uring.c: the reply
+ * of a request that came through an io_uring entry goes into that entry
+ * (after the OPEN/CREATE patching), everything else to /dev/fuse.
  *
  * What the kernel requires (fs/fuse/iomode.c): once an inode has a
  * passthrough open, every open of it must be FOPEN_PASSTHROUGH with the
