@@ -52,7 +52,8 @@
  * copied over the payload after the handler is done with its arguments.
  * libfuse's splice replies (fuse_reply_data() of a backing fd) reach
  * uring_splice_reply(), which reads the pipe into the entry instead of
- * splicing to /dev/fuse.  reqbuf.c's WRITE adoption never applies: its
+ * splicing to /dev/fuse; the plain read path avoids the pipe altogether by
+ * reading the backing file straight into the entry (uring_reply_buffer()).  reqbuf.c's WRITE adoption never applies: its
  * thread-local note is only set by pt_read, which uring threads never run.
  *
  * Anything missing (no parameter, no rights, no io_uring, an odd CPU
@@ -165,7 +166,7 @@ static struct {
 	unsigned int nworkers;
 	struct ur_worker *workers;
 	struct fuse_session *se;
-	_Atomic uint64_t requests, splices, staged_direct, no_reply;
+	_Atomic uint64_t requests, splices, in_place, staged_direct, no_reply;
 	_Atomic uint64_t per_cpu[UR_MAX_CPUS];
 } ur = { .dev_fd = -1, .wake_fd = -1 };
 
@@ -503,6 +504,20 @@ static char *reply_dest(struct ur_worker *w, size_t len)
 	return w->staged ? w->stage : w->payload;
 }
 
+/*
+ * Where a handler may read the data of this thread's request's reply, so
+ * that it is already in the entry: the payload of a request that carried
+ * none (READ), or NULL.
+ */
+void *uring_reply_buffer(size_t size)
+{
+	struct ur_worker *w = self;
+
+	if (!w || !w->busy || w->replied || w->in_payload || size > w->payload_size)
+		return NULL;
+	return w->payload;
+}
+
 ssize_t uring_reply(const struct iovec *iov, int count)
 {
 	struct ur_worker *w = self;
@@ -515,6 +530,16 @@ ssize_t uring_reply(const struct iovec *iov, int count)
 	out = iov[0].iov_base;
 	for (int i = 1; i < count; i++)
 		len += iov[i].iov_len;
+	if (count == 2 && iov[1].iov_base == w->payload && !w->in_payload &&
+	    len <= w->payload_size) {
+		/* Read there by uring_reply_buffer()'s caller: nothing to copy. */
+		memcpy(w->hdr->in_out, out, sizeof(*out));
+		w->out_len = (uint32_t)len;
+		w->staged = false;
+		w->replied = true;
+		atomic_fetch_add(&ur.in_place, 1);
+		return (ssize_t)(sizeof(*out) + len);
+	}
 	dest = reply_dest(w, len);
 	if (!dest) {
 		reply_error(w, EIO);
@@ -773,10 +798,11 @@ void uring_json(FILE *out)
 	fprintf(out,
 		"\"uring\":{\"state\":\"%s\",\"reason\":\"%s\",\"queues\":%u,"
 		"\"threads_per_queue\":%d,\"requests\":%llu,\"spliced_replies\":%llu,"
-		"\"per_cpu\":[",
+		"\"in_place_replies\":%llu,\"per_cpu\":[",
 		state_name(), atomic_load(&ur.on) ? "" : ur.reason, ur.ncpus,
 		UR_THREADS_PER_CPU, (unsigned long long)atomic_load(&ur.requests),
-		(unsigned long long)atomic_load(&ur.splices));
+		(unsigned long long)atomic_load(&ur.splices),
+		(unsigned long long)atomic_load(&ur.in_place));
 	for (unsigned int i = 0; i < ur.ncpus; i++)
 		fprintf(out, "%s%llu", i ? "," : "",
 			(unsigned long long)atomic_load(&ur.per_cpu[i]));
@@ -791,9 +817,10 @@ void uring_table(FILE *out)
 		atomic_load(&ur.on) ? "" : ")");
 	if (!ur.accepted)
 		return;
-	fprintf(out, "  %u queues x %d threads, %llu requests (%llu spliced replies):",
+	fprintf(out, "  %u queues x %d threads, %llu requests (%llu replies read in place, %llu spliced):",
 		ur.ncpus, UR_THREADS_PER_CPU,
 		(unsigned long long)atomic_load(&ur.requests),
+		(unsigned long long)atomic_load(&ur.in_place),
 		(unsigned long long)atomic_load(&ur.splices));
 	for (unsigned int i = 0; i < ur.ncpus; i++)
 		fprintf(out, " cpu%u %llu", i,

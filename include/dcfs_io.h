@@ -151,6 +151,7 @@ void uring_stop(void);
 /* 0: not a reply of this thread's io_uring request (write it to /dev/fuse) */
 ssize_t uring_reply(const struct iovec *iov, int count);
 ssize_t uring_splice_reply(int fdin, size_t len, bool *handled);
+void *uring_reply_buffer(size_t size);
 void uring_json(FILE *out);
 void uring_table(FILE *out);
 
