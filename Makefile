@@ -22,10 +22,13 @@ STD      := -std=gnu11
 # Debian packages needed to build and test; installed on demand by `deps`.
 DEB_PACKAGES := libfuse3-dev fuse3 check pkg-config libinih-dev xfsprogs \
 	btrfs-progs e2fsprogs attr acl util-linux groff-base clang \
-	libclang-rt-14-dev gnuplot-nox samba smbclient iproute2 systemd stress-ng
+	libclang-rt-14-dev gnuplot-nox samba smbclient iproute2 systemd stress-ng \
+	liburing-dev
 
 FUSE_CFLAGS = $(shell $(PKG_CONFIG) --cflags fuse3 2>/dev/null)
 FUSE_LIBS   = $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null)
+URING_CFLAGS = $(shell $(PKG_CONFIG) --cflags liburing 2>/dev/null)
+URING_LIBS   = $(shell $(PKG_CONFIG) --libs liburing 2>/dev/null)
 CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
@@ -48,10 +51,10 @@ UNIT_SED = sed -e 's|@SBINDIR@|$(1)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g'
 all: $(B)/dcfs $(B)/mount.dcfs $(B)/dcfs-io
 
 $(B)/obj/%.o: fusefs/%.c $(HEADERS) | $(B)/obj
-	$(CC) $(STD) $(WARN) $(CFLAGS) $(CPPFLAGS) $(FUSE_CFLAGS) -c -o $@ $<
+	$(CC) $(STD) $(WARN) $(CFLAGS) $(CPPFLAGS) $(FUSE_CFLAGS) $(URING_CFLAGS) -c -o $@ $<
 
 $(B)/dcfs: $(DAEMON_OBJS)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(FUSE_LIBS) -linih -lpthread
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(FUSE_LIBS) $(URING_LIBS) -linih -lpthread
 
 $(B)/mount.dcfs: fusefs/mount_dcfs.c | $(B)
 	$(CC) $(STD) $(WARN) $(CFLAGS) $(HELPER_CPPFLAGS) $(LDFLAGS) -o $@ $<
@@ -126,10 +129,10 @@ ASAN_OBJS := $(patsubst fusefs/%.c,build-asan/obj/%.o,$(DAEMON_SRCS))
 
 build-asan/obj/%.o: fusefs/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(STD) $(WARN) $(ASAN_FLAGS) $(CPPFLAGS) $(FUSE_CFLAGS) -c -o $@ $<
+	$(CC) $(STD) $(WARN) $(ASAN_FLAGS) $(CPPFLAGS) $(FUSE_CFLAGS) $(URING_CFLAGS) -c -o $@ $<
 
 build-asan/dcfs: $(ASAN_OBJS)
-	$(CC) $(ASAN_FLAGS) -o $@ $^ $(FUSE_LIBS) -linih -lpthread
+	$(CC) $(ASAN_FLAGS) -o $@ $^ $(FUSE_LIBS) $(URING_LIBS) -linih -lpthread
 
 check-asan: deps
 	$(MAKE) all $(B)/dcfs-tests build-asan/dcfs units-check

@@ -176,6 +176,7 @@ static int run(struct fuse_args *args)
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_destroy;
 	conn_limits_prepare();
+	uring_prepare(dcfs.opt.uring);
 	if (fuse_session_mount(se, dcfs.opt.mountpoint) != 0)
 		goto out_signals;
 	if (passthrough_install(se, dcfs.opt.nopassthrough) < 0)
@@ -194,6 +195,8 @@ static int run(struct fuse_args *args)
 	notify_stop();
 	stuck = reload_stop();
 out_unmount:
+	/* The io_uring threads first: they serve the session being unmounted. */
+	uring_stop();
 	fuse_session_unmount(se);
 	/*
 	 * A thread still blocked reading a config on a hung filesystem cannot

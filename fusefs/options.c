@@ -38,6 +38,7 @@ static const struct fuse_opt dcfs_opts[] = {
 	DCFS_OPT("stop_timeout=%d", stop_timeout, 0),
 	DCFS_OPT("clone_fd", clone_fd, 1),
 	DCFS_OPT("nopassthrough", nopassthrough, 1),
+	DCFS_OPT("uring", uring, 1),
 	DCFS_OPT("-s", singlethread, 1),
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
 	FUSE_OPT_KEY("-d", KEY_DEBUG),
@@ -191,6 +192,8 @@ void options_usage(const char *prog)
 	       "    -o stop_timeout=SECS   SIGTERM waits this long for open files (30)\n"
 	       "    -o nopassthrough       forward cached files through the daemon\n"
 	       "                           instead of kernel passthrough\n"
+	       "    -o uring               serve requests through FUSE over io_uring,\n"
+	       "                           one queue per CPU (Linux >= 6.14)\n"
 	       "    -o allow_other, ro, fsname=..., and the other FUSE mount\n"
 	       "       options of mount.fuse3(8)\n",
 	       prog, prog, prog);

@@ -20,6 +20,9 @@
  *    the reply; it is matched by size and file handle, never guessed.
  * A splice_send hook that just splices keeps libfuse's splice replies
  * (libfuse offers splice only to custom I/O that provides one).
+ * With -o uring, both hooks first offer each reply to uring.c: the reply
+ * of a request that came through an io_uring entry goes into that entry
+ * (after the OPEN/CREATE patching), everything else to /dev/fuse.
  *
  * What the kernel requires (fs/fuse/iomode.c): once an inode has a
  * passthrough open, every open of it must be FOPEN_PASSTHROUGH with the
@@ -617,14 +620,31 @@ static size_t flatten(const struct iovec *iov, int count, char *buf,
 	return len;
 }
 
-/* The kernel has applied the reply once write() returns. */
+/*
+ * The kernel has applied the reply once write() returns: the io_uring
+ * queues can be registered from then on.
+ */
 static ssize_t write_init_reply(int fd, const char *buf, size_t len)
 {
 	ssize_t n = write(fd, buf, len);
 
-	if (n == (ssize_t)len)
+	if (n == (ssize_t)len) {
 		conn_limits_after_init();
+		uring_start(dcfs.se);
+	}
 	return n;
+}
+
+/* What the kernel will require of each io_uring payload buffer. */
+static size_t uring_payload(const struct fuse_init_out *out)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t pages = out->max_pages > 256 ? out->max_pages : 256;
+	size_t n = pages * page;
+
+	if (n < out->max_write)
+		n = out->max_write;
+	return n < 8192 ? 8192 : n;
 }
 
 static ssize_t write_init(int fd, struct iovec *iov, int count)
@@ -661,6 +681,7 @@ static ssize_t write_init(int fd, struct iovec *iov, int count)
 		out->flags2 |= PT_INIT_ALLOW_MMAP;
 		atomic_store(&pt.mmap, true);
 	}
+	out->flags2 |= uring_accept(fd, offer, uring_payload(out));
 	if (want_pt && (offer & PT_INIT_PASSTHROUGH) &&
 	    !(out->flags & FUSE_WRITEBACK_CACHE)) {
 		out->flags2 |= PT_INIT_PASSTHROUGH;
@@ -697,6 +718,25 @@ void passthrough_summary(char *buf, size_t size)
 		snprintf(buf, size, "not offered by the kernel");
 }
 
+/* A reply goes into this thread's io_uring entry if it answers its request. */
+static ssize_t dev_writev(int fd, const struct iovec *iov, int count)
+{
+	ssize_t n = uring_reply(iov, count);
+
+	return n ? n : writev(fd, iov, count);
+}
+
+static ssize_t dev_write(int fd, char *buf, size_t len)
+{
+	struct iovec iov[2] = {
+		{ buf, sizeof(struct fuse_out_header) },
+		{ buf + sizeof(struct fuse_out_header),
+		  len - sizeof(struct fuse_out_header) },
+	};
+
+	return dev_writev(fd, iov, 2);
+}
+
 static ssize_t write_open(int fd, struct iovec *iov, int count, uint64_t fh,
 			  int32_t id)
 {
@@ -712,10 +752,10 @@ static ssize_t write_open(int fd, struct iovec *iov, int count, uint64_t fh,
 	else if (len == sizeof(buf))
 		at = sizeof(buf) - sizeof(out);
 	else
-		return writev(fd, iov, count);
+		return dev_writev(fd, iov, count);
 	memcpy(&out, buf + at, sizeof(out));
 	if (out.fh != fh)
-		return writev(fd, iov, count);
+		return dev_writev(fd, iov, count);
 	if (out.open_flags & ~(uint32_t)PT_FOPEN_ALLOWED)
 		/* Cannot happen: passthrough_open() cleared keep_cache. */
 		log_err("passthrough: open flags 0x%x do not combine with passthrough\n",
@@ -723,7 +763,7 @@ static ssize_t write_open(int fd, struct iovec *iov, int count, uint64_t fh,
 	out.open_flags |= PT_FOPEN_PASSTHROUGH;
 	memcpy(&out.padding, &id, sizeof(id));
 	memcpy(buf + at, &out, sizeof(out));
-	return write(fd, buf, len);
+	return dev_write(fd, buf, len);
 }
 
 static ssize_t pt_writev(int fd, struct iovec *iov, int count, void *userdata)
@@ -734,7 +774,7 @@ static ssize_t pt_writev(int fd, struct iovec *iov, int count, void *userdata)
 	(void)userdata;
 	armed.fh = 0;
 	if (count < 1 || iov[0].iov_len != sizeof(*out))
-		return writev(fd, iov, count);
+		return dev_writev(fd, iov, count);
 	out = iov[0].iov_base;
 	if (out->error == 0 && out->unique &&
 	    out->unique == atomic_load(&pt.init_unique) &&
@@ -742,13 +782,19 @@ static ssize_t pt_writev(int fd, struct iovec *iov, int count, void *userdata)
 		return write_init(fd, iov, count);
 	if (fh && out->error == 0)
 		return write_open(fd, iov, count, fh, armed.backing_id);
-	return writev(fd, iov, count);
+	return dev_writev(fd, iov, count);
 }
 
 static ssize_t pt_splice_send(int fdin, off_t *offin, int fdout, off_t *offout,
 			      size_t len, unsigned int flags, void *userdata)
 {
+	bool handled;
+	ssize_t n = uring_splice_reply(fdin, len, &handled);
+
 	(void)userdata;
+	/* An io_uring request's reply is read from the pipe into its entry. */
+	if (handled)
+		return n;
 	return splice(fdin, offin, fdout, offout, len, flags);
 }
 

@@ -173,6 +173,8 @@ char *stats_json(void)
 	fputc(',', out);
 	passthrough_json(out);
 	fputc(',', out);
+	uring_json(out);
+	fputc(',', out);
 	fdcache_json(out);
 	fputc(',', out);
 	reqstats_json(out);
@@ -236,6 +238,7 @@ char *stats_table(void)
 			probes[i].fstype, probe_state_name(probes[i].rd),
 			probe_state_name(probes[i].wr));
 	passthrough_table(out);
+	uring_table(out);
 	fdcache_table(out);
 	reqstats_table(out);
 	if (fclose(out) != 0) {

@@ -147,6 +147,7 @@ struct dcfs_options {
 	int allow_other;
 	int allow_root;
 	int nopassthrough;
+	int uring; /* -o uring: FUSE over io_uring */
 };
 
 struct dcfs_fs {

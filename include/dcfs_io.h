@@ -146,4 +146,16 @@ void reqstats_foreach(void (*fn)(const char *op, uint64_t n, void *arg),
 void passthrough_json(FILE *out);
 void passthrough_table(FILE *out);
 
+/* uring.c: FUSE over io_uring, -o uring */
+void uring_prepare(bool wanted);
+uint32_t uring_accept(int dev_fd, uint32_t offer, size_t max_payload);
+void uring_start(struct fuse_session *se);
+void uring_stop(void);
+/* 0: not a reply of this thread's io_uring request (write it to /dev/fuse) */
+ssize_t uring_reply(const struct iovec *iov, int count);
+ssize_t uring_splice_reply(int fdin, size_t len, bool *handled);
+void *uring_reply_buffer(size_t size);
+void uring_json(FILE *out);
+void uring_table(FILE *out);
+
 #endif
