@@ -331,10 +331,11 @@ static void switch_now(struct dcfs_file *f)
  * kernel's read-ahead, up to two 1 MiB windows ahead of the application,
  * so pages this far behind the front are read.  Each drop also costs a
  * GETATTR (the kernel invalidates the attributes with the pages), hence
- * drops of 2 MiB: at most about 6 MiB of the mount's cache per reader.
+ * drops of 1 MiB, not of every request: at most about 4 MiB of the
+ * mount's cache per reader, plus what the notify thread has not sent yet.
  */
-#define FRA_LAG ((off_t)4 << 20)
-#define FRA_CHUNK ((off_t)2 << 20)
+#define FRA_LAG ((off_t)3 << 20)
+#define FRA_CHUNK ((off_t)1 << 20)
 
 /*
  * After the switch the handle still passes through the FUSE page cache

@@ -71,8 +71,8 @@ bool ra_account(size_t n);
 void ra_unaccount(size_t n);
 void ra_prefetch(struct dcfs_file *f, off_t off, uint64_t gen);
 void ra_quiesce(struct dcfs_file *f);
-/* Read-ahead window of a reader through the FUSE cache, at least. */
-#define FRA_MIN_WINDOW ((size_t)2 << 20)
+/* Read-ahead window of a reader through the FUSE cache. */
+#define FRA_WINDOW ((size_t)2 << 20)
 bool ra_take(struct dcfs_file *f, off_t off, uint64_t gen);
 void ra_stop(struct dcfs_file *f);
 

@@ -23,6 +23,7 @@ SIZE_4K=256M     # streamed file at 4 KiB requests (see README: time budget)
 HOT=2G
 STREAM=8G
 HOT_RUNS=3
+HOT_OP=write
 CG_LIMIT=1G
 META_N="100000 1000000"
 META_RUNS=3
@@ -49,6 +50,8 @@ usage: $0 [options]
   --hot S            hot file size (default $HOT)
   --stream S         bytes streamed past the hot set (default $STREAM)
   --hot-runs N       hot-set runs (default $HOT_RUNS)
+  --hot-op write|read  the stream past the hot set is written (default) or read
+                     (the file is written natively first)
   --cg-limit S       memory cgroup limit of the hot-set test (default $CG_LIMIT)
   --meta-files "N.." file counts of the metadata test (default "$META_N")
   --meta-runs N      runs per file count (default $META_RUNS; $META_RUNS_BIG
@@ -83,6 +86,7 @@ while [ $# -gt 0 ]; do
 	--hot) HOT=$2; shift ;;
 	--stream) STREAM=$2; shift ;;
 	--hot-runs) HOT_RUNS=$2; shift ;;
+	--hot-op) HOT_OP=$2; shift ;;
 	--cg-limit) CG_LIMIT=$2; shift ;;
 	--meta-files) META_N=$2; shift ;;
 	--meta-runs) META_RUNS=$2; shift ;;
@@ -107,6 +111,7 @@ while [ $# -gt 0 ]; do
 done
 
 die() { echo "bench: $*" >&2; exit 1; }
+case $HOT_OP in read|write) ;; *) die "--hot-op: read or write, not '$HOT_OP'" ;; esac
 log() { printf '[%s +%4ds] %s\n' "$(date -u +%H:%M:%S)" $((SECONDS)) "$*" >&2; }
 
 [ "$(id -u)" = 0 ] || die "must run as root (loop devices, drop_caches, cgroups)"
@@ -467,7 +472,11 @@ hot_run() {
 	c0=$(cpu_ticks "$pid")
 	rss_reset "$pid"
 	watch_start
-	out=$(incg "$cg" "$IO" write "$stream" "$STREAM" 1M $flag fsync)
+	if [ "$HOT_OP" = read ]; then
+		out=$(incg "$cg" "$IO" read "$stream" 1M $flag)
+	else
+		out=$(incg "$cg" "$IO" write "$stream" "$STREAM" 1M $flag fsync)
+	fi
 	watch_stop; w=$WOUT
 	c1=$(cpu_ticks "$pid")
 	local rss; rss=$(rss_peak "$pid")
@@ -477,7 +486,7 @@ hot_run() {
 	kb=$(cat "$cg/memory.max_usage_in_bytes")
 	x1=$(drops)
 	[ "$x1" = "$x0" ] || { ext=1; log "warning: someone dropped the page cache during this run: excluded"; }
-	rm -f "$stream"
+	[ "$HOT_OP" = read ] || rm -f "$stream"
 	[ -n "$mnt" ] && stop_dcfs hot "$mnt"
 	set -- $sv; local had=$1 still=$2 frac=$3
 	set -- $svb; local bhad=$1 bstill=$2
@@ -486,7 +495,7 @@ hot_run() {
 	set -- $out
 	echo "$rep,$sys,$had,$still,$frac,$dend,$dpeak,$3,$((c1 - c0)),$kb,$bhad,$bstill,$ext,$rss" >> "$RAW/hot.csv"
 	HEXT=$ext
-	log "hot run $rep $sys: survival $frac ($still of $had pages) backing $bstill/$bhad, Cached +$((dend / 1024)) MiB, stream $3 MiB/s"
+	log "hot run $rep $sys ($HOT_OP): survival $frac ($still of $had pages) backing $bstill/$bhad, Cached +$((dend / 1024)) MiB, stream $3 MiB/s"
 	rmdir "$cg"
 }
 
@@ -498,6 +507,9 @@ hot_part() {
 		mkdir -p "$d"
 		[ -f "$d/hot.dat" ] && [ "$(stat -c %s "$d/hot.dat")" = "$(bytes "$HOT")" ] ||
 			"$IO" write "$d/hot.dat" "$HOT" 1M fsync >/dev/null
+		# a stream to read: written natively, outside the cgroup
+		[ "$HOT_OP" = read ] && ! [ "$(stat -c %s "$d/s.stream" 2>/dev/null)" = "$(bytes "$STREAM")" ] &&
+			"$IO" write "$d/s.stream" "$STREAM" 1M dontcache fsync >/dev/null
 	done
 	for rep in $(seq "$HOT_RUNS"); do
 		for sys in $HOTSYS; do
@@ -1118,7 +1130,7 @@ rm -f "$OUT/bench.png"
 [ $DO_STREAM = 1 ] && rm -f "$RAW"/stream*.csv "$RAW"/charge*.csv "$RAW"/cpu*.csv
 [ $DO_HOT = 1 ] && rm -f "$RAW"/hot*.csv
 [ $DO_META = 1 ] && rm -f "$RAW"/meta*.csv "$RAW"/meta-requests.txt "$RAW"/find.csv
-for v in HZ DCFS_ID FS MODE RUNS SIZE SIZE_4K HOT STREAM HOT_RUNS CG_LIMIT META_N META_RUNS META_RUNS_BIG META_NOFILE META_SYS FIND_N BSLIST SYSTEMS HOTSYS ARGS; do
+for v in HZ DCFS_ID FS MODE RUNS SIZE SIZE_4K HOT STREAM HOT_RUNS HOT_OP CG_LIMIT META_N META_RUNS META_RUNS_BIG META_NOFILE META_SYS FIND_N BSLIST SYSTEMS HOTSYS ARGS; do
 	printf '%s=%q\n' $v "${!v}"
 done > "$RAW/params.sh"
 
