@@ -1290,7 +1290,7 @@ static void adopted_case(const char *mnt, const char *exp, const char *label)
  * cache bounded while reading (also for a random reader) and empty after
  * close, the backing cache as for direct reads, and writes through another
  * handle seen by the cached reader at once. */
-#define FRA_MAX_PAGES 4096 /* 16 MiB of the 64: 4 MiB lag, 2 MiB drops, 2 MiB read ahead, notify lag (10 MiB seen) */
+#define FRA_MAX_PAGES 3072 /* 12 MiB of the 64: 3 MiB trail, 1 MiB drops, notify lag (4-4.5 MiB seen) */
 
 static long long fra_wait_le(int fd, long long max, double timeout_s)
 {
