@@ -108,6 +108,8 @@ static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
 	passthrough_open(req, f, fi);
 	if (fi->direct_io)
 		f->fuse_cached = false;
+	if (f->fuse_cached)
+		stats_add(f->policy, ST_FUSE_READAHEAD, 1);
 	files_link(f);
 	return 0;
 }

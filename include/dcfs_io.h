@@ -119,6 +119,7 @@ enum stat_kind {
 	ST_PREFETCHES,	     /* read-ahead windows read in the background */
 	ST_PREFETCH_WAITS,   /* requests that waited for one */
 	ST_ADOPTED,	     /* background writes from the request's own memory */
+	ST_FUSE_READAHEAD,   /* read-only opens through the FUSE cache */
 	ST__COUNT
 };
 void stats_add(int policy, enum stat_kind k, uint64_t n);

@@ -1382,8 +1382,14 @@ static void fra_case(int cached, char *msg, size_t msglen)
 	int obs = open(mp, O_RDONLY);
 	ck_assert_int_ge(obs, 0);
 	const size_t sizes[] = { 4096, 65536, 1 << 20 };
+	long long o0 = stats_get(m->mnt, "dontcache", "opened_fuse_readahead");
 	for (int i = 0; i < 3; i++)
 		fra_read_case(m, "fra.mkv", src, sizes[i], obs, cached, msg, msglen);
+	long long o1 = stats_get(m->mnt, "dontcache", "opened_fuse_readahead");
+	if (o0 < 0 || o1 - o0 != (cached ? 3 : 0))
+		snprintf(msg + strlen(msg), msglen - strlen(msg),
+			 "\n  fuse_readahead = %s: opened_fuse_readahead %lld -> %lld for 3 read-only opens",
+			 cached ? "yes" : "no", o0, o1);
 	long long left = wait_resident_le(ep, max_left(), 10);
 	size_t ml = strlen(msg);
 	if (left > max_left() || left < 0)
