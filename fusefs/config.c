@@ -635,13 +635,11 @@ static void process_key(struct parse_state *ps, const char *key,
 			const char *value)
 {
 	struct cfg_process *p = &ps->cfg->procs[ps->idx];
-
-	bool on;
+	bool on = false;
 
 	if (!strcasecmp(key, "policy")) {
 		set_policy(ps, value, &p->policy, NULL);
 	} else if (!strcasecmp(key, "fuse_readahead")) {
-		on = false;
 		set_bool(ps, key, value, &on);
 		p->fuse_readahead = on;
 	} else {

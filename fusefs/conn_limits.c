@@ -60,24 +60,35 @@ static unsigned int wanted_pages(void)
 	return (1U << 20) / (unsigned int)sysconf(_SC_PAGESIZE) + 1;
 }
 
-void conn_limits_prepare(void)
+/*
+ * Raises the number in a sysctl or sysfs file to want if it is lower.
+ * Returns 1 if it was raised, 0 if it already was that high, -errno.
+ */
+static int raise_setting(const char *path, unsigned long want)
 {
 	char buf[32];
 	ssize_t n;
-	int fd = open(MAX_PAGES_LIMIT, O_RDWR | O_CLOEXEC);
+	int fd = open(path, O_RDWR | O_CLOEXEC), len, rc = 0;
 
 	if (fd < 0)
-		return;
+		return -errno;
 	n = read(fd, buf, sizeof(buf) - 1);
-	if (n > 0) {
+	if (n < 0) {
+		rc = -errno;
+	} else if (n > 0) {
 		buf[n] = '\0';
-		if (strtoul(buf, NULL, 10) < wanted_pages()) {
-			int len = snprintf(buf, sizeof(buf), "%u\n", wanted_pages());
-
-			raised = pwrite(fd, buf, (size_t)len, 0) == len;
+		if (strtoul(buf, NULL, 10) < want) {
+			len = snprintf(buf, sizeof(buf), "%lu\n", want);
+			rc = pwrite(fd, buf, (size_t)len, 0) == len ? 1 : -errno;
 		}
 	}
 	close(fd);
+	return rc;
+}
+
+void conn_limits_prepare(void)
+{
+	raised = raise_setting(MAX_PAGES_LIMIT, wanted_pages()) == 1;
 }
 
 void conn_limits_init_reply(struct fuse_init_out *out)
@@ -92,35 +103,22 @@ void conn_limits_init_reply(struct fuse_init_out *out)
 			 MAX_PAGES_LIMIT, wanted_pages());
 }
 
-
 #define MOUNT_READ_AHEAD_KB 1024
 
 void conn_limits_after_init(void)
 {
 	dev_t dev = guard_self_dev();
-	char path[64], buf[32];
-	ssize_t n;
-	int fd, len;
+	char path[64];
+	int rc;
 
 	if (!dev)
 		return;
 	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb",
 		 major(dev), minor(dev));
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0) {
+	rc = raise_setting(path, MOUNT_READ_AHEAD_KB);
+	if (rc < 0)
 		log_debug("%s: %s (read-ahead of the mount stays)\n", path,
-			  strerror(errno));
-		return;
-	}
-	n = read(fd, buf, sizeof(buf) - 1);
-	if (n > 0) {
-		buf[n] = '\0';
-		if (strtoul(buf, NULL, 10) < MOUNT_READ_AHEAD_KB) {
-			len = snprintf(buf, sizeof(buf), "%d\n", MOUNT_READ_AHEAD_KB);
-			if (pwrite(fd, buf, (size_t)len, 0) == len)
-				log_debug("%s: raised to %d\n", path,
-					  MOUNT_READ_AHEAD_KB);
-		}
-	}
-	close(fd);
+			  strerror(-rc));
+	else if (rc)
+		log_debug("%s: raised to %d\n", path, MOUNT_READ_AHEAD_KB);
 }

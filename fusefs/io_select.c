@@ -13,7 +13,6 @@
 #include <linux/magic.h>
 #include <sys/vfs.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 

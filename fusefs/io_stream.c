@@ -272,6 +272,16 @@ static ssize_t stream_write(struct dcfs_file *f, struct fuse_bufvec *in,
 	return n;
 }
 
+/*
+ * Handles whose stream passes through the FUSE page cache, which dcfs
+ * drops behind them: switched auto/deferred handles (FOPEN_DIRECT_IO
+ * cannot be set after open) and readers opened with fuse_readahead.
+ */
+static bool trails_fuse_cache(const struct dcfs_file *f)
+{
+	return f->fuse_cached || (f->target && !f->switch_after);
+}
+
 static void stream_release(struct dcfs_file *f)
 {
 	/* First what is still buffered, then what it leaves in the cache. */
@@ -283,13 +293,10 @@ static void stream_release(struct dcfs_file *f)
 	 * FUSE cache, and not what backing read-ahead brought in around it
 	 * (unless the file was in use when we opened it).
 	 */
-	if (f->fuse_cached)
+	if (trails_fuse_cache(f))
 		notify_inval(f->inode->nodeid, 0, 0);
-	if (f->target && !f->switch_after) {
-		notify_inval(f->inode->nodeid, 0, 0);
-		if (!f->was_resident)
-			drop_written(f, f->pre_lo, f->seq_next + SEQ_SLACK);
-	}
+	if (f->target && !f->switch_after && !f->was_resident)
+		drop_written(f, f->pre_lo, f->seq_next + SEQ_SLACK);
 	if (f->ra_buf) {
 		free(f->ra_buf);
 		atomic_fetch_sub(&ra_total, f->ra_cap);
@@ -383,7 +390,7 @@ void io_account(struct dcfs_file *f, off_t off, size_t n)
 {
 	off_t end = off + (off_t)n;
 
-	if (f->io != &io_stream || (!f->target && !f->fuse_cached) || !n)
+	if (f->io != &io_stream || !n || !(f->target || f->fuse_cached))
 		return;
 	pthread_mutex_lock(&f->lock);
 	if (!continues_stream(f, off)) {

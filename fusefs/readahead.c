@@ -12,9 +12,10 @@
  *
  * Invariants:
  *  - A prefetched window is used only for requests inside it and only if
- *    the inode's data generation is unchanged since it was asked for.  Writes bump the generation when they are acknowledged and again
- *    when they land in the backing file (write_pipe.c), so a window read
- *    before a write landed is never served after it.
+ *    the inode's data generation is unchanged since it was asked for.
+ *    Writes bump the generation when they are acknowledged and again when
+ *    they land in the backing file (write_pipe.c), so a window read before
+ *    a write landed is never served after it.
  *  - A request elsewhere cancels the window (its result is dropped); a
  *    read error of the prefetch is never reported: the request then reads
  *    synchronously and gets its own answer.
