@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Subcommands that do not mount: `dcfs --check-config FILE` and
- * `dcfs stat [--json | --prometheus | --files | --watch [SECS]] MOUNTPOINT`.
+ * Subcommands that do not mount: `dcfs --check-config FILE`,
+ * `dcfs stat [--json | --prometheus | --files | --watch [SECS]] MOUNTPOINT`
+ * and the internal `dcfs --read-config FILE` of reload.c.
  *
  * `dcfs stat` only reads the mount root's virtual xattrs (fuse_xattr.c),
  * so it needs no socket and no privilege of its own: the daemon answers
  * each caller by uid (counters to root, open files to their owner).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,47 @@ int config_load_or_report(const char *path, struct dcfs_config **out)
 	config_errors_print(&errs, stderr);
 	config_errors_free(&errs);
 	return err;
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, buf, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * `dcfs --read-config FILE`: the bytes config_load() would parse on stdout
+ * and exit 0, or its error message and exit 1.  reload.c runs this so that
+ * a read stuck in the kernel holds this process, not the daemon.
+ */
+int cmd_read_config(int argc, char *argv[])
+{
+	struct cfg_errors errs = { 0 };
+	char *buf = NULL;
+	ssize_t len;
+	int ret = 1;
+
+	if (argc != 3)
+		return 2;
+	/* Nothing the daemon had open may stay open while this may hang. */
+	close_range(3, ~0U, 0);
+	len = config_read(argv[2], &buf, &errs);
+	if (len >= 0)
+		ret = write_all(STDOUT_FILENO, buf, (size_t)len) == 0 ? 0 : 2;
+	else if (errs.n > 0)
+		write_all(STDOUT_FILENO, errs.msgs[0], strlen(errs.msgs[0]));
+	free(buf);
+	config_errors_free(&errs);
+	return ret;
 }
 
 int cmd_check_config(int argc, char *argv[])

@@ -26,7 +26,6 @@
 
 #define MAX_LINE 4096
 /* A config file larger than this is refused (documented in dcfs.conf(5)). */
-#define CONFIG_MAX_BYTES (1024 * 1024)
 #define MAX_ERRORS 100
 #define COMM_MAX 15 /* TASK_COMM_LEN - 1 */
 
@@ -116,14 +115,43 @@ int size_parse(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* Takes full (a whole message) into errs, in line order. */
+static void errors_insert(struct cfg_errors *errs, int line, char *full)
+{
+	char **grown;
+	int *lines;
+	size_t i;
+
+	if (errs->n >= MAX_ERRORS) {
+		free(full);
+		return;
+	}
+	grown = realloc(errs->msgs, (errs->n + 1) * sizeof(*grown));
+	lines = realloc(errs->lines, (errs->n + 1) * sizeof(*lines));
+	if (grown)
+		errs->msgs = grown;
+	if (lines)
+		errs->lines = lines;
+	if (!grown || !lines) {
+		free(full);
+		return;
+	}
+	/* Keep file order: checks made after parsing report earlier lines. */
+	i = errs->n++;
+	for (; i > 0 && lines[i - 1] > line; i--) {
+		grown[i] = grown[i - 1];
+		lines[i] = lines[i - 1];
+	}
+	grown[i] = full;
+	lines[i] = line;
+}
+
 static __attribute__((format(printf, 3, 4))) void
 error_at(struct parse_state *ps, int line, const char *fmt, ...)
 {
 	char msg[512], *full;
 	va_list ap;
-	char **grown;
-	int *lines, ret;
-	size_t i;
+	int ret;
 
 	if (ps->errs->n >= MAX_ERRORS)
 		return;
@@ -134,26 +162,16 @@ error_at(struct parse_state *ps, int line, const char *fmt, ...)
 		ret = asprintf(&full, "%s:%d: %s", ps->file, line, msg);
 	else
 		ret = asprintf(&full, "%s: %s", ps->file, msg);
-	if (ret < 0)
-		return;
-	grown = realloc(ps->errs->msgs, (ps->errs->n + 1) * sizeof(*grown));
-	lines = realloc(ps->errs->lines, (ps->errs->n + 1) * sizeof(*lines));
-	if (grown)
-		ps->errs->msgs = grown;
-	if (lines)
-		ps->errs->lines = lines;
-	if (!grown || !lines) {
-		free(full);
-		return;
-	}
-	/* Keep file order: checks made after parsing report earlier lines. */
-	i = ps->errs->n++;
-	for (; i > 0 && lines[i - 1] > line; i--) {
-		grown[i] = grown[i - 1];
-		lines[i] = lines[i - 1];
-	}
-	grown[i] = full;
-	lines[i] = line;
+	if (ret >= 0)
+		errors_insert(ps->errs, line, full);
+}
+
+void config_error_add(struct cfg_errors *errs, const char *msg)
+{
+	char *full = strdup(msg);
+
+	if (full)
+		errors_insert(errs, 0, full);
 }
 
 /* Grows an array by one zeroed element; returns it or NULL. */
@@ -806,6 +824,32 @@ int config_load_stream(const char *name, FILE *fp, struct dcfs_config **out,
 	return 0;
 }
 
+ssize_t config_read_fd(int fd, char **out)
+{
+	char *buf = malloc(CONFIG_MAX_BYTES + 2);
+	size_t len = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n = read(fd, buf + len, CONFIG_MAX_BYTES + 1 - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int err = errno;
+
+			free(buf);
+			return -err;
+		}
+		if (n == 0 || (len += (size_t)n) > CONFIG_MAX_BYTES)
+			break;
+	}
+	buf[len] = '\0';
+	*out = buf;
+	return (ssize_t)len;
+}
+
 /*
  * Reads the whole file into memory, bounded: only a regular file, opened
  * without blocking (a FIFO or a device would wait forever or never end) and
@@ -818,7 +862,7 @@ static ssize_t read_bounded(struct parse_state *ps, const char *path,
 			    char **out)
 {
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-	size_t len = 0;
+	ssize_t n;
 	struct stat st;
 	char *buf;
 	int err;
@@ -841,68 +885,65 @@ static ssize_t read_bounded(struct parse_state *ps, const char *path,
 		close(fd);
 		return -err;
 	}
-	buf = malloc(CONFIG_MAX_BYTES + 2);
-	if (!buf) {
-		close(fd);
+	n = config_read_fd(fd, &buf);
+	close(fd);
+	if (n == -ENOMEM)
 		error_at(ps, 0, "out of memory");
-		return -ENOMEM;
-	}
-	for (;;) {
-		ssize_t n = read(fd, buf + len, CONFIG_MAX_BYTES + 1 - len);
+	else if (n < 0)
+		error_at(ps, 0, "read error: %s", strerror((int)-n));
+	else if (n > CONFIG_MAX_BYTES) {
+		free(buf);
+		error_at(ps, 0, "larger than %d bytes", CONFIG_MAX_BYTES);
+		return -EFBIG;
+	} else
+		*out = buf;
+	return n;
+}
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			err = errno;
-			error_at(ps, 0, "read error: %s", strerror(err));
-			goto fail;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len > CONFIG_MAX_BYTES) {
-			err = EFBIG;
-			error_at(ps, 0, "larger than %d bytes", CONFIG_MAX_BYTES);
-			goto fail;
-		}
+ssize_t config_read(const char *path, char **out, struct cfg_errors *errs)
+{
+	struct parse_state ps = { .file = path, .errs = errs };
+	char *resolved = realpath(path, NULL);
+	ssize_t len;
+
+	/* A symlinked config is fine; what it resolves to is checked. */
+	len = read_bounded(&ps, resolved ? resolved : path, out);
+	free(resolved);
+	return len;
+}
+
+int config_load_bytes(const char *path, char *buf, size_t len,
+		      struct dcfs_config **out, struct cfg_errors *errs)
+{
+	FILE *fp;
+	int ret;
+
+	/* An empty file parses like a blank line (fmemopen wants a size). */
+	if (len == 0)
+		buf[len++] = '\n';
+	fp = fmemopen(buf, len, "r");
+	if (!fp) {
+		struct parse_state ps = { .file = path, .errs = errs };
+
+		ret = -errno;
+		error_at(&ps, 0, "cannot read: %s", strerror(-ret));
+		return ret;
 	}
-	close(fd);
-	buf[len] = '\0';
-	*out = buf;
-	return (ssize_t)len;
-fail:
-	close(fd);
-	free(buf);
-	return -err;
+	ret = config_load_stream(path, fp, out, errs);
+	fclose(fp);
+	return ret;
 }
 
 int config_load(const char *path, struct dcfs_config **out,
 		struct cfg_errors *errs)
 {
-	struct parse_state ps = { .file = path, .errs = errs };
-	char *resolved = realpath(path, NULL);
 	char *buf = NULL;
-	ssize_t len;
-	FILE *fp;
+	ssize_t len = config_read(path, &buf, errs);
 	int ret;
 
-	/* A symlinked config is fine; what it resolves to is checked. */
-	len = read_bounded(&ps, resolved ? resolved : path, &buf);
-	free(resolved);
 	if (len < 0)
 		return (int)len;
-	/* An empty file parses like a blank line (fmemopen wants a size). */
-	if (len == 0)
-		buf[len++] = '\n';
-	fp = fmemopen(buf, (size_t)len, "r");
-	if (!fp) {
-		ret = -errno;
-		error_at(&ps, 0, "cannot read: %s", strerror(-ret));
-		free(buf);
-		return ret;
-	}
-	ret = config_load_stream(path, fp, out, errs);
-	fclose(fp);
+	ret = config_load_bytes(path, buf, (size_t)len, out, errs);
 	free(buf);
 	return ret;
 }

@@ -314,6 +314,8 @@ int main(int argc, char *argv[])
 		return cmd_check_config(argc, argv);
 	if (argc >= 2 && strcmp(argv[1], "stat") == 0)
 		return cmd_stat(argc, argv);
+	if (argc >= 2 && strcmp(argv[1], "--read-config") == 0)
+		return cmd_read_config(argc, argv);
 	dcfs_log_init(true, 0);
 	bound_buffer_memory();
 	/* Modes arrive with the caller's umask already applied. */

@@ -53,7 +53,7 @@ static const char *const mount_only_prefix[] = { "comment=", "x-", NULL };
  */
 static const char *const known[] = {
 	"nonempty", "nodefault_permissions", "default_permissions",
-	"allow_other", "allow_root", "clone_fd", "nopassthrough", "uring", "auto_unmount", "blkdev",
+	"allow_other", "allow_root", "clone_fd", "nopassthrough", "uring", "nouring", "auto_unmount", "blkdev",
 	"rw", "ro", "suid", "nosuid", "dev", "nodev", "exec", "noexec",
 	"async", "sync", "dirsync", "atime", "noatime", NULL
 };

@@ -39,6 +39,7 @@ static const struct fuse_opt dcfs_opts[] = {
 	DCFS_OPT("clone_fd", clone_fd, 1),
 	DCFS_OPT("nopassthrough", nopassthrough, 1),
 	DCFS_OPT("uring", uring, 1),
+	DCFS_OPT("nouring", uring, 0),
 	DCFS_OPT("-s", singlethread, 1),
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
 	FUSE_OPT_KEY("-d", KEY_DEBUG),
@@ -164,6 +165,7 @@ int options_parse(struct fuse_args *args, struct dcfs_options *opt)
 	opt->max_threads = default_threads();
 	opt->max_idle_threads = -1;
 	opt->stop_timeout = DCFS_STOP_TIMEOUT;
+	opt->uring = 1;
 	if (fuse_opt_parse(args, opt, dcfs_opts, opt_proc) < 0)
 		return -EINVAL;
 	return apply_cache_mode(opt);
@@ -192,8 +194,9 @@ void options_usage(const char *prog)
 	       "    -o stop_timeout=SECS   SIGTERM waits this long for open files (30)\n"
 	       "    -o nopassthrough       forward cached files through the daemon\n"
 	       "                           instead of kernel passthrough\n"
-	       "    -o uring               serve requests through FUSE over io_uring,\n"
-	       "                           one queue per CPU (Linux >= 6.14)\n"
+	       "    -o nouring             serve requests through /dev/fuse only, not\n"
+	       "                           FUSE over io_uring (default where the\n"
+	       "                           kernel has it, Linux >= 6.14)\n"
 	       "    -o allow_other, ro, fsname=..., and the other FUSE mount\n"
 	       "       options of mount.fuse3(8)\n",
 	       prog, prog, prog);

@@ -6,11 +6,17 @@
  * nothing: the old rules stay and every error is logged.  Open handles
  * keep the decision they were given at open.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dcfs.h"
 #include "dcfs_policy.h"
@@ -47,12 +53,103 @@ static void job_free(struct reload_job *job)
 	free(job);
 }
 
+/*
+ * The bytes come from `dcfs --read-config` (cli.c), a process of its own;
+ * they are parsed here.  Why a process: a read can be stuck in the kernel
+ * where no signal reaches it.  A stopped FUSE daemon holds every request it
+ * has taken, and with FUSE over io_uring every request it has been sent, in
+ * an uninterruptible wait; a thread of ours stuck like that would keep this
+ * daemon from ever exiting.  A stuck child holds only itself, and when it
+ * finishes after we are gone, its write to the closed pipe ends it.
+ */
+static pid_t spawn_reader(const char *path, int *rfd)
+{
+	char *argv[] = { "dcfs", "--read-config", (char *)path, NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t none, all;
+	pid_t pid;
+	int p[2], err;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
+	posix_spawnattr_init(&attr);
+	/* Every signal is blocked in the daemon's threads: not in the reader. */
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	err = posix_spawn(&pid, "/proc/self/exe", &fa, &attr, argv, environ);
+	posix_spawnattr_destroy(&attr);
+	posix_spawn_file_actions_destroy(&fa);
+	close(p[1]);
+	if (err) {
+		close(p[0]);
+		return -err;
+	}
+	*rfd = p[0];
+	return pid;
+}
+
+static int reader_status(pid_t pid)
+{
+	int st;
+
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	return 128 + WTERMSIG(st);
+}
+
+/* config_load(), with the file read by a child process. */
+static int load_isolated(const char *path, struct dcfs_config **cfg,
+			 struct cfg_errors *errs)
+{
+	char *buf = NULL, msg[PATH_MAX + 96];
+	ssize_t len;
+	pid_t pid;
+	int fd = -1, st, ret;
+
+	pid = spawn_reader(path, &fd);
+	if (pid < 0) {
+		log_warn("reload: cannot start a reader process (%s): reading %s here\n",
+			 strerror((int)-pid), path);
+		return config_load(path, cfg, errs);
+	}
+	len = config_read_fd(fd, &buf);
+	close(fd);
+	st = reader_status(pid);
+	if (st == 0 && len >= 0 && len <= CONFIG_MAX_BYTES) {
+		ret = config_load_bytes(path, buf, (size_t)len, cfg, errs);
+		free(buf);
+		return ret;
+	}
+	if (st == 1 && len > 0) {
+		config_error_add(errs, buf); /* the reader's own message */
+		free(buf);
+		return -EINVAL;
+	}
+	free(buf);
+	if (len < 0)
+		snprintf(msg, sizeof(msg), "%s: cannot read: %s", path, strerror((int)-len));
+	else
+		snprintf(msg, sizeof(msg), "%s: cannot read: the reader process ended with status %d",
+			 path, st);
+	config_error_add(errs, msg);
+	return -EIO;
+}
+
 static void *loader_main(void *arg)
 {
 	struct reload_job *job = arg;
 	struct cfg_errors errs = { 0 };
 	struct dcfs_config *cfg = NULL;
-	int ret = config_load(job->path, &cfg, &errs);
+	int ret = load_isolated(job->path, &cfg, &errs);
 	bool abandoned;
 
 	pthread_mutex_lock(&reload_lock);

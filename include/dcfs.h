@@ -314,6 +314,7 @@ int caller_comm(fuse_req_t req, char comm[16]);
 struct dcfs_config;
 int config_load_or_report(const char *path, struct dcfs_config **out);
 int cmd_check_config(int argc, char *argv[]);
+int cmd_read_config(int argc, char *argv[]);
 int cmd_stat(int argc, char *argv[]);
 int reload_start(void);
 bool reload_stop(void);

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 #include <time.h>
 
 enum dcfs_policy {
@@ -104,6 +105,19 @@ int config_load(const char *path, struct dcfs_config **out,
 		struct cfg_errors *errs);
 int config_load_stream(const char *name, FILE *fp, struct dcfs_config **out,
 		       struct cfg_errors *errs);
+/* Longest config file accepted. */
+#define CONFIG_MAX_BYTES (1024 * 1024)
+
+/* Up to CONFIG_MAX_BYTES + 1 bytes of fd (more: too large), NUL-ended, or
+ * -errno. */
+ssize_t config_read_fd(int fd, char **out);
+/* The bytes config_load() parses (room for one more byte), or -errno. */
+ssize_t config_read(const char *path, char **out, struct cfg_errors *errs);
+/* Parses len bytes of buf, which has room for one more. */
+int config_load_bytes(const char *path, char *buf, size_t len,
+		      struct dcfs_config **out, struct cfg_errors *errs);
+/* Records a whole message (already "FILE: ..."). */
+void config_error_add(struct cfg_errors *errs, const char *msg);
 void config_free(struct dcfs_config *cfg);
 void config_errors_print(const struct cfg_errors *errs, FILE *fp);
 void config_errors_free(struct cfg_errors *errs);

@@ -320,7 +320,7 @@ sys_setup() {
 	dcfs-dc) DIR=$M/dc BDIR=$E/dc DPID=$PID_dc ;;
 	dcfs-dc-t1) DIR=$M/dc1 BDIR=$E/dc1 DPID=$PID_dc1 ;;
 	dcfs-dc-direct) DIR=$M/dcdirect BDIR=$E/dcdirect DPID=$PID_dcdirect ;;
-	dcfs-dc-uring) DIR=$M/dcuring BDIR=$E/dcuring DPID=$PID_dcuring ;;
+	dcfs-dc-devfuse) DIR=$M/dcdevfuse BDIR=$E/dcdevfuse DPID=$PID_dcdevfuse ;;
 	dcfs-btrfs) DIR=$M/btrfs BDIR=$B/dc DPID=$PID_btrfs ;;
 	nat-buf-btrfs) DIR=$B/native BDIR=$DIR ;;
 	*) die "unknown system $1" ;;
@@ -338,7 +338,7 @@ sys_label() {
 	dcfs-dc) echo "dcfs dontcache class" ;;
 	dcfs-dc-t1) echo "dcfs dontcache, max_threads=1" ;;
 	dcfs-dc-direct) echo "dcfs dontcache, fuse_readahead = no" ;;
-	dcfs-dc-uring) echo "dcfs dontcache, -o uring" ;;
+	dcfs-dc-devfuse) echo "dcfs dontcache, -o nouring" ;;
 	dcfs-btrfs) echo "dcfs dontcache over btrfs (fallback)" ;;
 	nat-buf-btrfs) echo "native buffered, btrfs" ;;
 	dcfs-dc-hotnative) echo "dcfs dontcache class, hot file read natively" ;;
@@ -1120,7 +1120,7 @@ case " $SYSTEMS $HOTSYS " in *btrfs*)
 	[ $DO_STREAM = 1 ] || [ $DO_HOT = 1 ] &&
 		make_fs btrfs "$( [ $MODE = quick ] && echo 6G || echo 14G )" "$B" ;;
 esac
-PID_cache="" PID_cachefwd="" PID_auto="" PID_dc="" PID_dc1="" PID_dcdirect="" PID_dcuring="" PID_btrfs="" PID_hot="" PID_meta="" PID_find=""
+PID_cache="" PID_cachefwd="" PID_auto="" PID_dc="" PID_dc1="" PID_dcdirect="" PID_dcdevfuse="" PID_btrfs="" PID_hot="" PID_meta="" PID_find=""
 # dcfs keeps an fd per inode the kernel knows: 100k files need more than
 # the usual 1024 (or this machine's 20000).  The daemons inherit this.
 NOFILE=$(cat /proc/sys/fs/nr_open 2>/dev/null || echo 1048576)
@@ -1146,13 +1146,13 @@ if [ $DO_STREAM = 1 ]; then
 		start_dcfs dc1 "$W/conf/dontcache.conf" "$E/dc1" "$M/dc1" "" max_threads=1 ;; esac
 	case " $SYSTEMS " in *" dcfs-dc-direct "*)
 		start_dcfs dcdirect "$W/conf/dcdirect.conf" "$E/dcdirect" "$M/dcdirect" "" ;; esac
-	case " $SYSTEMS " in *" dcfs-dc-uring "*)
-		start_dcfs dcuring "$W/conf/dontcache.conf" "$E/dcuring" "$M/dcuring" "" uring ;; esac
+	case " $SYSTEMS " in *" dcfs-dc-devfuse "*)
+		start_dcfs dcdevfuse "$W/conf/dontcache.conf" "$E/dcdevfuse" "$M/dcdevfuse" "" nouring ;; esac
 	case " $SYSTEMS " in *" dcfs-btrfs "*)
 		start_dcfs btrfs "$W/conf/dontcache.conf" "$B/dc" "$M/btrfs" "" ;; esac
 	log "streaming part: $SYSTEMS × $BSLIST × $RUNS runs"
 	stream_part
-	for s in cache cachefwd auto dc dc1 dcdirect dcuring btrfs; do
+	for s in cache cachefwd auto dc dc1 dcdirect dcdevfuse btrfs; do
 		v=PID_$s
 		if [ -n "${!v}" ]; then
 			"$DCFS_BIN" stat "$M/$s" > "$OUT/logs/dcfs-stat-$s.txt" 2>&1 || true
