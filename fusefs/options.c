@@ -168,6 +168,9 @@ int options_parse(struct fuse_args *args, struct dcfs_options *opt)
 	opt->uring = 1;
 	if (fuse_opt_parse(args, opt, dcfs_opts, opt_proc) < 0)
 		return -EINVAL;
+	/* The io_uring queues have threads of their own. */
+	if (opt->singlethread)
+		opt->uring = 0;
 	return apply_cache_mode(opt);
 }
 
@@ -180,7 +183,7 @@ void options_usage(const char *prog)
 	       "    -V, --version          print version\n"
 	       "    -f                     stay in the foreground, log to stderr\n"
 	       "    -d, -o debug           debug log (implies -f)\n"
-	       "    -s                     single-threaded\n"
+	       "    -s                     single-threaded (no io_uring)\n"
 	       "    -o config=PATH         policy file (see dcfs.conf(5))\n"
 	       "    -o attr_timeout=SECS   attribute cache timeout (1)\n"
 	       "    -o entry_timeout=SECS  name cache timeout (1)\n"
@@ -188,7 +191,8 @@ void options_usage(const char *prog)
 	       "                           the kernel trusts names and attributes\n"
 	       "    -o nonempty            allow a non-empty mount point\n"
 	       "    -o nodefault_permissions  do not let the kernel check permissions\n"
-	       "    -o max_threads=N       worker threads (default: CPUs, at least 2)\n"
+	       "    -o max_threads=N       /dev/fuse worker threads (default: CPUs, at\n"
+	       "                           least 2; io_uring: 4 per CPU)\n"
 	       "    -o max_idle_threads=N  idle workers kept (-1: all)\n"
 	       "    -o clone_fd            one /dev/fuse fd per thread\n"
 	       "    -o stop_timeout=SECS   SIGTERM waits this long for open files (30)\n"

@@ -504,6 +504,11 @@ static char *reply_dest(struct ur_worker *w, size_t len)
 	return w->staged ? w->stage : w->payload;
 }
 
+bool uring_thread(void)
+{
+	return self != NULL;
+}
+
 /*
  * Where a handler may read the data of this thread's request's reply, so
  * that it is already in the entry: the payload of a request that carried

@@ -156,6 +156,8 @@ void uring_stop(void);
 ssize_t uring_reply(const struct iovec *iov, int count);
 ssize_t uring_splice_reply(int fdin, size_t len, bool *handled);
 void *uring_reply_buffer(size_t size);
+/* This thread serves an io_uring queue. */
+bool uring_thread(void);
 void uring_json(FILE *out);
 void uring_table(FILE *out);
 

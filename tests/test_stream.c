@@ -1210,8 +1210,8 @@ static bool serves_uring(const char *mnt)
 }
 
 /* Under io_uring the kernel fixes each entry's buffer, so a 1 MiB write
- * cannot be adopted: it is written from the entry before the reply.  The
- * same data and order are checked, no adoptions expected. */
+ * cannot be adopted: it is copied into a job.  The same data, order and
+ * background writes are checked, no adoptions expected. */
 static void adopted_case(const char *mnt, const char *exp, const char *label)
 {
 	bool from_ring = serves_uring(mnt);
@@ -1288,8 +1288,9 @@ static void adopted_case(const char *mnt, const char *exp, const char *label)
 		/* the fallback stays synchronous */
 		ck_assert_msg(ad == 0 && bg == 0, "%s: %lld adopted, %lld background on btrfs", label, ad, bg);
 	} else if (from_ring) {
-		/* written from the entry before the reply (write_pipe.c) */
 		ck_assert_msg(ad == 0, "%s: %lld writes adopted under io_uring", label, ad);
+		ck_assert_msg(bg >= big - 4, "%s: only %lld background writes for %d 1 MiB writes",
+			      label, bg, big);
 	} else {
 		/* each adopted write is one background write; a few may go through
 		 * at once (the first one probes the filesystem) */
