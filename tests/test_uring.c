@@ -1,5 +1,6 @@
-/* The "uring" suite: dcfs -o uring (FUSE over io_uring, Linux >= 6.14) on
- * real mounts.  Two TCases on ext4, each with its own daemon: every file
+/* The "uring" suite: FUSE over io_uring (Linux >= 6.14), dcfs's default
+ * transport, on real mounts.  Two TCases on ext4, each with its own daemon
+ * started with default options: every file
  * uncached (all I/O through the daemon's streaming engine, so every
  * READ/WRITE goes through the rings) and the default cache class (kernel
  * passthrough, so the rings carry the metadata and open/release traffic).
@@ -8,7 +9,8 @@
  * the same bytes as the backing files.  Where the kernel can do FUSE over
  * io_uring (the fuse module has enable_uring) the stats must show requests
  * served by the rings; elsewhere only that assertion is skipped: the mount
- * must then work through /dev/fuse as always. */
+ * must then work through /dev/fuse as always.  uring_opt_out: -o nouring
+ * and -s serve through /dev/fuse only. */
 #include "harness.h"
 #include "own_mount.h"
 
@@ -41,7 +43,7 @@ static void ur_setup(int k)
 		snprintf(g_um.err, sizeof g_um.err, "backing fs: %s", err);
 		return;
 	}
-	own_mount_start_opts(&g_um, root, uk_names[k], uk_confs[k], "uring");
+	own_mount_start_opts(&g_um, root, uk_names[k], uk_confs[k], NULL);
 }
 
 static void ur_setup_dontcache(void) { ur_setup(UK_DONTCACHE); }
@@ -335,6 +337,43 @@ START_TEST(uring_zz_unmount)
 }
 END_TEST
 
+/* -o nouring and -s: no rings, the reason in the stats, I/O as usual. */
+static void opt_out_case(const char *tag, const char *opts, const char *arg)
+{
+	char err[4096], path[PATH_MAX];
+	const char *root = backing_root(FS_EXT4, err, sizeof err);
+	ck_assert_msg(root != NULL, "backing fs: %s", err);
+	struct own_mount m;
+	ck_assert_msg(own_mount_start_argv(&m, root, tag, uk_confs[UK_DONTCACHE], opts, arg) == 0,
+		      "%s: %s", tag, m.err);
+	snprintf(path, sizeof path, "%s/f.bin", m.mnt);
+	unsigned char *buf = malloc(1 << 20), *back = malloc(1 << 20);
+	ck_assert(buf && back);
+	fill(buf, 1 << 20, 7);
+	ck_assert_int_eq(write_file(path, (const char *)buf, 1 << 20, 0644), 0);
+	int fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, back, 1 << 20, 0), 1 << 20);
+	close(fd);
+	ck_assert_msg(memcmp(buf, back, 1 << 20) == 0, "%s: data differs", tag);
+	char *st = xattr_str(m.mnt, "user.dcfs.stats");
+	ck_assert_msg(st && !strstr(st, "\"uring\":{\"state\":\"on\"") &&
+			      strstr(st, "not requested"),
+		      "%s: %s", tag, st ? st : "(no stats)");
+	free(st);
+	free(buf);
+	free(back);
+	int rc = own_mount_stop(&m, err, sizeof err);
+	ck_assert_msg(rc == 0, "%s: %s", tag, err);
+}
+
+START_TEST(uring_opt_out)
+{
+	opt_out_case("uring-off", "nouring", NULL);
+	opt_out_case("uring-s", NULL, "-s");
+}
+END_TEST
+
 Suite *uring_suite(void)
 {
 	Suite *s = suite_create("uring");
@@ -347,6 +386,8 @@ Suite *uring_suite(void)
 		tcase_add_test(tc, uring_concurrent);
 		tcase_add_test(tc, uring_metadata);
 		tcase_add_test(tc, uring_zz_unmount);
+		if (k == UK_DONTCACHE)
+			tcase_add_test(tc, uring_opt_out);
 		suite_add_tcase(s, tc);
 	}
 	return s;
