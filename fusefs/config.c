@@ -25,7 +25,6 @@
 #include "dcfs_policy.h"
 
 #define MAX_LINE 4096
-/* A config file larger than this is refused (documented in dcfs.conf(5)). */
 #define MAX_ERRORS 100
 #define COMM_MAX 15 /* TASK_COMM_LEN - 1 */
 

@@ -22,8 +22,9 @@
 #include "dcfs_policy.h"
 
 /*
- * The file is read by a loader thread of its own, and the reload waits for
- * it at most RELOAD_TIMEOUT_S: a config on a hung filesystem (a stopped
+ * The file is loaded by a loader thread of its own (which has a child
+ * process read it, see spawn_reader), and the reload waits for it at most
+ * RELOAD_TIMEOUT_S: a config on a hung filesystem (a stopped
  * FUSE daemon, an NFS server gone) must not wedge reloads, and must never
  * keep SIGTERM from unmounting.  An abandoned loader discards its result
  * whenever it finishes; until then further SIGHUPs are refused with a log

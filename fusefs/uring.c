@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * FUSE over io_uring (-o uring, Linux >= 6.14): requests served on the CPU
- * that issued them.
+ * FUSE over io_uring (the default, -o nouring turns it off; Linux >= 6.14):
+ * requests served on the CPU that issued them.
  *
  * Why.  On a small VM a /dev/fuse round trip costs 8 us when the
  * application and the daemon thread share a CPU, 12-46 us when an idle
@@ -53,8 +53,10 @@
  * libfuse's splice replies (fuse_reply_data() of a backing fd) reach
  * uring_splice_reply(), which reads the pipe into the entry instead of
  * splicing to /dev/fuse; the plain read path avoids the pipe altogether by
- * reading the backing file straight into the entry (uring_reply_buffer()).  reqbuf.c's WRITE adoption never applies: its
- * thread-local note is only set by pt_read, which uring threads never run.
+ * reading the backing file straight into the entry (uring_reply_buffer()).
+ * reqbuf.c's WRITE adoption never applies: its thread-local note is only
+ * set by pt_read, which uring threads never run; write_pipe.c queues a
+ * copy instead (worth_queueing()).
  *
  * Anything missing (no parameter, no rights, no io_uring, an odd CPU
  * layout) is logged once and the mount keeps using /dev/fuse.

@@ -527,9 +527,9 @@ static bool may_pipeline(struct dcfs_file *f, size_t len)
  * cannot be adopted such data is written at once from the request.
  * Except on an io_uring thread (whose entry can never be adopted): it
  * runs on the writer's own CPU, and queueing a copy for the worker on the
- * other one beat writing from the entry (ext4 1 MiB writes 0.88x -> 1.20x
- * native, xfs 1.12x -> 1.06x, daemon CPU 0.32 -> 0.46 and 0.17 -> 0.28
- * s/GiB).
+ * other one beat writing from the entry on ext4 (1 MiB writes 0.88x ->
+ * 1.04-1.20x native over 5-7 runs; xfs 1.12x -> 1.02-1.06x), for more
+ * daemon CPU (ext4 0.32 -> 0.46, xfs 0.17 -> 0.28 s/GiB).
  */
 static bool worth_queueing(size_t from_buf, size_t from_req)
 {

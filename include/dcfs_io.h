@@ -147,7 +147,7 @@ void reqstats_foreach(void (*fn)(const char *op, uint64_t n, void *arg),
 void passthrough_json(FILE *out);
 void passthrough_table(FILE *out);
 
-/* uring.c: FUSE over io_uring, -o uring */
+/* uring.c: FUSE over io_uring, the default transport (-o nouring) */
 void uring_prepare(bool wanted);
 uint32_t uring_accept(int dev_fd, uint32_t offer, size_t max_payload);
 void uring_start(struct fuse_session *se);

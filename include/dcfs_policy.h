@@ -105,7 +105,7 @@ int config_load(const char *path, struct dcfs_config **out,
 		struct cfg_errors *errs);
 int config_load_stream(const char *name, FILE *fp, struct dcfs_config **out,
 		       struct cfg_errors *errs);
-/* Longest config file accepted. */
+/* A config file larger than this is refused (documented in dcfs.conf(5)). */
 #define CONFIG_MAX_BYTES (1024 * 1024)
 
 /* Up to CONFIG_MAX_BYTES + 1 bytes of fd (more: too large), NUL-ended, or
