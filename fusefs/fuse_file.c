@@ -108,6 +108,10 @@ static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
 	passthrough_open(req, f, fi);
 	if (fi->direct_io)
 		f->fuse_cached = false;
+	if (f->dropbehind_wish && passthrough_by_kernel(f)) {
+		f->fuse_cached = false; /* the kernel reads: no FUSE cache */
+		dropbehind_add(f);
+	}
 	if (f->fuse_cached)
 		stats_add(f->policy, ST_FUSE_READAHEAD, 1);
 	files_link(f);
@@ -119,6 +123,7 @@ static void file_free(struct dcfs_file *f)
 	files_unlink(f);
 	stats_file_close(f);
 	passthrough_release(f);
+	dropbehind_remove(f); /* after the counts, before the fd goes */
 	if (f->io->release)
 		f->io->release(f);
 	close(f->fd);

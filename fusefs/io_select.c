@@ -160,6 +160,15 @@ static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 				 f->read_uncached;
 		fi->direct_io = !f->fuse_cached;
 		/*
+		 * Better still, the kernel reads (passthrough) and dropbehind.c
+		 * trails it, if passthrough.c can set that up: not for a file
+		 * in use at open, whose pages would go with the stream's.
+		 */
+		f->dropbehind_wish = cfg->passthrough_reads &&
+				     (f->flags & O_ACCMODE) == O_RDONLY &&
+				     f->read_uncached &&
+				     !file_has_cached_pages(f->fd);
+		/*
 		 * The kernel's read-ahead requests are up to 1 MiB and already
 		 * overlap with the reader: 2 MiB windows serve them as well as
 		 * larger ones (measured), with less memory per reader.

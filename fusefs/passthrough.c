@@ -163,6 +163,7 @@ struct pt_node {
 	unsigned int n_fwd;    /* forwarded handles: state FWD */
 	unsigned int n_bypass; /* writable backed handles */
 	unsigned int n_kernel; /* handles whose reads and writes the kernel does */
+	unsigned int n_drop;   /* ... of which streaming readers (dropbehind.c) */
 	struct pt_ident ident;
 };
 
@@ -391,6 +392,9 @@ static enum wish wish_of(const struct dcfs_file *f,
 
 	if (f->switch_after)
 		return fi->direct_io ? WISH_DAEMON : WISH_CACHED;
+	/* A streaming reader the kernel can serve: dropbehind.c trails it. */
+	if (f->dropbehind_wish && !writes)
+		return WISH_KERNEL;
 	if ((reads && f->read_uncached) || (writes && f->write_uncached))
 		return WISH_DAEMON;
 	return WISH_KERNEL;
@@ -463,6 +467,8 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 	}
 	if (kind == PT_KERNEL)
 		n->n_kernel++;
+	if (kind == PT_KERNEL && f->dropbehind_wish)
+		n->n_drop++;
 	pthread_mutex_unlock(&pt.lock);
 	f->pt = kind;
 	/*
@@ -500,6 +506,8 @@ void passthrough_release(struct dcfs_file *f)
 	} else if (n) {
 		if (f->pt == PT_KERNEL)
 			n->n_kernel--;
+		if (f->pt == PT_KERNEL && f->dropbehind_wish)
+			n->n_drop--;
 		if (writable(f)) {
 			n->n_bypass--;
 			atomic_fetch_sub(&pt.bypass_total, 1);
@@ -532,6 +540,41 @@ bool passthrough_backed(const struct dcfs_inode *inode)
 	pthread_mutex_lock(&pt.lock);
 	n = node_find(inode);
 	ret = n && n->n_backed;
+	pthread_mutex_unlock(&pt.lock);
+	return ret;
+}
+
+/* Does the kernel read and write the backing file for handle f itself? */
+bool passthrough_by_kernel(const struct dcfs_file *f)
+{
+	return f->pt == PT_KERNEL;
+}
+
+/*
+ * Does inode have an open handle that is not a drop-behind reader (whose
+ * pages a drop-behind would take from it)?
+ */
+bool passthrough_shared(const struct dcfs_inode *inode)
+{
+	struct pt_node *n;
+	bool ret;
+
+	pthread_mutex_lock(&pt.lock);
+	n = node_find(inode);
+	ret = n && (n->n_fwd || n->n_backed > n->n_drop);
+	pthread_mutex_unlock(&pt.lock);
+	return ret;
+}
+
+/* Handles of inode open now, as far as passthrough.c tracks them. */
+unsigned int passthrough_handles(const struct dcfs_inode *inode)
+{
+	struct pt_node *n;
+	unsigned int ret;
+
+	pthread_mutex_lock(&pt.lock);
+	n = node_find(inode);
+	ret = n ? n->n_backed + n->n_fwd : 0;
 	pthread_mutex_unlock(&pt.lock);
 	return ret;
 }

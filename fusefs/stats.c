@@ -43,6 +43,7 @@ static const char *const kind_names[ST__COUNT] = {
 	[ST_PREFETCH_WAITS] = "prefetch_waits",
 	[ST_ADOPTED] = "writes_adopted",
 	[ST_FUSE_READAHEAD] = "opened_fuse_readahead",
+	[ST_DROPPED_BEHIND] = "dropped_behind",
 };
 
 void stats_add(int policy, enum stat_kind k, uint64_t n)
@@ -197,13 +198,13 @@ char *stats_table(void)
 
 	if (!out)
 		return NULL;
-	fprintf(out, "%-16s %8s %14s %14s %14s %14s %14s %14s %8s %8s %8s\n",
+	fprintf(out, "%-16s %8s %14s %14s %14s %14s %14s %14s %8s %8s %8s %14s\n",
 		"class", "opened", "read_dc", "written_dc", "read_fb",
 		"written_fb", "read_cached", "written_cached", "switched",
-		"pt", "fuse_ra");
+		"pt", "fuse_ra", "dropped_behind");
 	for (int p = POLICY_CACHE; p < NPOLICIES; p++)
 		fprintf(out,
-			"%-16s %8llu %14llu %14llu %14llu %14llu %14llu %14llu %8llu %8llu %8llu\n",
+			"%-16s %8llu %14llu %14llu %14llu %14llu %14llu %14llu %8llu %8llu %8llu %14llu\n",
 			policy_name(p),
 			(unsigned long long)counters[p][ST_OPENED],
 			(unsigned long long)counters[p][ST_READ_DONTCACHE],
@@ -214,7 +215,8 @@ char *stats_table(void)
 			(unsigned long long)counters[p][ST_WRITE_CACHED],
 			(unsigned long long)counters[p][ST_SWITCHED],
 			(unsigned long long)counters[p][ST_PASSTHROUGH],
-			(unsigned long long)counters[p][ST_FUSE_READAHEAD]);
+			(unsigned long long)counters[p][ST_FUSE_READAHEAD],
+			(unsigned long long)counters[p][ST_DROPPED_BEHIND]);
 	/* The write engine (write_pipe.c); the cache class never uses it. */
 	fprintf(out, "\n%-16s %10s %10s %10s %10s %10s %12s %12s %8s %8s %8s\n",
 		"uncached writes", "requests", "coalesced", "backing", "background",

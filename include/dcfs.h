@@ -121,6 +121,13 @@ struct dcfs_file {
 	struct range { off_t lo, hi; } prot[16];
 	unsigned int nprot;
 	bool prot_all; /* too many pre-resident ranges: drop nothing */
+
+	/* a read-only stream the kernel reads (passthrough_reads) */
+	bool dropbehind_wish; /* io_select.c: wants it */
+	bool dropbehind;      /* dropbehind.c: registered */
+	struct dcfs_file *db_next; /* dropbehind.c's list and state, its lock */
+	uint64_t db_cached;
+	unsigned int db_stuck;
 };
 
 struct dcfs_options {
@@ -285,6 +292,9 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 void passthrough_release(struct dcfs_file *f);
 bool passthrough_bypassed(const struct dcfs_inode *inode);
 bool passthrough_backed(const struct dcfs_inode *inode);
+bool passthrough_by_kernel(const struct dcfs_file *f);
+bool passthrough_shared(const struct dcfs_inode *inode);
+unsigned int passthrough_handles(const struct dcfs_inode *inode);
 void passthrough_describe(const struct dcfs_inode *inode, char *buf,
 			  size_t size);
 void passthrough_summary(char *buf, size_t size);

@@ -87,6 +87,12 @@ int notify_start(struct fuse_session *se);
 void notify_stop(void);
 void notify_inval(fuse_ino_t ino, off_t off, off_t len);
 
+/* dropbehind.c */
+int dropbehind_start(void);
+void dropbehind_stop(void);
+void dropbehind_add(struct dcfs_file *f);
+void dropbehind_remove(struct dcfs_file *f);
+
 /* io_select.c */
 void set_uncached_flags(struct dcfs_file *f, int policy);
 struct dcfs_decision;
@@ -120,6 +126,7 @@ enum stat_kind {
 	ST_PREFETCH_WAITS,   /* requests that waited for one */
 	ST_ADOPTED,	     /* background writes from the request's own memory */
 	ST_FUSE_READAHEAD,   /* read-only opens through the FUSE cache */
+	ST_DROPPED_BEHIND,   /* bytes dropped behind passthrough readers */
 	ST__COUNT
 };
 void stats_add(int policy, enum stat_kind k, uint64_t n);

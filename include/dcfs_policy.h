@@ -72,6 +72,7 @@ struct dcfs_config {
 	uint64_t inflight_mount;  /* ... and per mount */
 	bool prefetch;		  /* double-buffered read-ahead */
 	bool fuse_readahead;	  /* read-only streams through the FUSE cache */
+	bool passthrough_reads;	  /* ... or read by the kernel, dropped behind */
 	int log_level;	    /* fuse_log_level; -1 = unchanged */
 	struct cfg_class *classes;
 	size_t n_classes;

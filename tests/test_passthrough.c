@@ -379,7 +379,17 @@ START_TEST(pt_mixed_opens)
 	close(fc);
 	close(fs);
 	close(fu);
-	/* the last close resets the inode: the next open may pass through */
+	/* the last close resets the inode: the next open may pass through.
+	 * RELEASE is sent after close(2) returns (asynchronously): wait until
+	 * the daemon has seen the forwarded handles go. */
+	for (double t0 = now_s(); pt_expected() && now_s() - t0 < 10 * deadline_scale();) {
+		pol = xattr_str(PMNT("c/b.dat"), "user.dcfs.policy");
+		int fwd = pol && strncmp(pol, "cache (forwarded: ", 18) == 0;
+		free(pol);
+		if (!fwd)
+			break;
+		sleep_ms(10);
+	}
 	fc = open_ok(PMNT("c/b.dat"), O_RDONLY);
 	read_expect(fc, mb, 0, len, "cache handle after the forwarded ones closed");
 	if (pt_expected()) {

@@ -331,13 +331,23 @@ START_TEST(stream_read_residency)
 		size_t len = i < 3 ? BIG : BIG / 4;
 		size_t rs = sizes[i % 3];
 		drop_caches();
-		long long r0 = stats_get(g_sm.mnt, i < 3 ? "dontcache" : "dontcache-read",
-					 dc_counter(0));
+		const char *cls = i < 3 ? "dontcache" : "dontcache-read";
+		long long r0 = stats_get(g_sm.mnt, cls, dc_counter(0));
+		long long p0 = stats_get(g_sm.mnt, cls, "opened_passthrough");
+		long long d0 = stats_get(g_sm.mnt, cls, "dropped_behind");
 		read_compare(SM("%s", rel), src, len, rs);
-		long long r1 = stats_get(g_sm.mnt, i < 3 ? "dontcache" : "dontcache-read",
-					 dc_counter(0));
-		ck_assert_msg(r1 - r0 >= (long long)len, "%s: %s grew by %lld, expected >= %zu", rel,
-			      dc_counter(0), r1 - r0, len);
+		long long r1 = stats_get(g_sm.mnt, cls, dc_counter(0));
+		long long p1 = stats_get(g_sm.mnt, cls, "opened_passthrough");
+		long long d1 = stats_get(g_sm.mnt, cls, "dropped_behind");
+		/* Read by the kernel (passthrough_reads) and dropped behind, or
+		 * by the daemon uncached: either way every byte is accounted. */
+		if (p1 > p0)
+			ck_assert_msg(d1 - d0 >= (long long)len / 2,
+				      "%s: passthrough reader, dropped_behind grew by %lld, expected >= %zu",
+				      rel, d1 - d0, len / 2);
+		else
+			ck_assert_msg(r1 - r0 >= (long long)len, "%s: %s grew by %lld, expected >= %zu",
+				      rel, dc_counter(0), r1 - r0, len);
 		long long left = wait_resident_le(SE("%s", rel), max_left(), 10);
 		if (left > max_left() || left < 0)
 			snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
@@ -1384,11 +1394,12 @@ END_TEST
 
 static void fra_case(int cached, char *msg, size_t msglen)
 {
-	char conf[sizeof STREAM_CONF + 64], tag[64], err[4096];
+	char conf[sizeof STREAM_CONF + 96], tag[64], err[4096];
 	const char *g = strstr(STREAM_CONF, "[global]\n");
 	ck_assert_ptr_nonnull(g);
-	snprintf(conf, sizeof conf, "[global]\nfuse_readahead = %s\n%s", cached ? "yes" : "no",
-		 g + strlen("[global]\n"));
+	/* The daemon's read path: passthrough_reads would take these readers. */
+	snprintf(conf, sizeof conf, "[global]\nfuse_readahead = %s\npassthrough_reads = no\n%s",
+		 cached ? "yes" : "no", g + strlen("[global]\n"));
 	snprintf(tag, sizeof tag, "fra%d-%s", cached, sk_names[g_sk]);
 	struct own_mount *m = &g_one;
 	ck_assert_msg(own_mount_start(m, g_sm_root, tag, conf) == 0, "mount: %s", m->err);
@@ -1452,6 +1463,199 @@ static void fra_case(int cached, char *msg, size_t msglen)
 	int rc = own_mount_stop(m, err, sizeof err);
 	ck_assert_msg(rc == 0, "%s", err);
 }
+
+/* ---- passthrough_reads: the kernel reads, dcfs drops behind ---------------------- */
+/* A read-only open of a streaming class is a FUSE passthrough open: the
+ * reads never reach the daemon, whose drop-behind thread keeps the backing
+ * cache to about 8 MiB behind the reader's read-ahead plus one poll's worth
+ * (measured ~35 MiB at 2.5 GB/s).  The bound here leaves room for a loaded
+ * machine; what it catches is a stream that is not dropped at all. */
+#define PTR_SIZE (256u << 20)
+#define PTR_MAX_PAGES (128 << 8) /* 128 MiB */
+
+static long long ptr_read(const char *mp, const char *ep, const unsigned char *src, size_t rs)
+{
+	int fd = open(mp, O_RDONLY), efd = open(ep, O_RDONLY);
+	ck_assert_msg(fd >= 0 && efd >= 0, "open %s: %s", mp, strerror(errno));
+	unsigned char *b = malloc(rs);
+	long long peak = 0;
+	size_t off = 0;
+	ssize_t r;
+	while ((r = read(fd, b, rs)) > 0) {
+		ck_assert_msg(memcmp(b, src + off, (size_t)r) == 0, "%s: data differs near %zu (read size %zu)",
+			      mp, off, rs);
+		off += (size_t)r;
+		if (off % (8u << 20) < (size_t)r) {
+			long long now = resident_pages(efd);
+			if (now > peak)
+				peak = now;
+		}
+	}
+	ck_assert_msg(r == 0 && off == PTR_SIZE, "%s: read %zu bytes (%s)", mp, off, r ? strerror(errno) : "eof");
+	free(b);
+	close(fd);
+	close(efd);
+	return peak;
+}
+
+static long long fuse_pages_of(const char *mp)
+{
+	int fd = open(mp, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	long long n = resident_pages(fd);
+	close(fd);
+	return n;
+}
+
+/* A cache-class reader (by its process name) holding the file open. */
+static pid_t ptr_cache_reader(const char *mp, int *done_fd, int *go_fd)
+{
+	int up[2], down[2];
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		char c = 0, buf[1 << 16];
+		prctl(PR_SET_NAME, "ptcache");
+		int fd = open(mp, O_RDONLY);
+		while (fd >= 0 && read(fd, buf, sizeof buf) > 0)
+			;
+		c = fd >= 0 ? 'r' : 'e';
+		if (write(up[1], &c, 1) != 1 || read(down[0], &c, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(up[1]);
+	close(down[0]);
+	*done_fd = up[0];
+	*go_fd = down[1];
+	return pid;
+}
+
+START_TEST(stream_passthrough_reads)
+{
+	st_begin();
+	char msg[4096] = "", err[4096], tag[64];
+	size_t ml;
+	unsigned char *src = malloc(PTR_SIZE);
+	ck_assert_ptr_nonnull(src);
+	fill_pattern(src, PTR_SIZE, 9100 + g_sk);
+	static const char extra[] = "[process ptcache]\npolicy = cache\n";
+	char conf[sizeof STREAM_CONF + sizeof extra + 64];
+	snprintf(conf, sizeof conf, "%s\n%s", STREAM_CONF, extra);
+	snprintf(tag, sizeof tag, "ptr-%s", sk_names[g_sk]);
+	struct own_mount *m = &g_one;
+	ck_assert_msg(own_mount_start(m, g_sm_root, tag, conf) == 0, "mount: %s", m->err);
+	char ep[PATH_MAX + 64], mp[PATH_MAX + 64];
+	snprintf(ep, sizeof ep, "%s/pt.mkv", m->exp);
+	snprintf(mp, sizeof mp, "%s/pt.mkv", m->mnt);
+	ck_assert_int_eq(write_file(ep, src, PTR_SIZE, 0644), 0);
+	drop_caches();
+
+	/* 1. The kernel reads; the backing cache trails the reader; nothing stays. */
+	const size_t sizes[] = { 4096, 1 << 20 };
+	for (int i = 0; i < 2; i++) {
+		long long p0 = stats_get(m->mnt, "dontcache", "opened_passthrough");
+		long long r0 = stats_get(m->mnt, "dontcache", dc_counter(0));
+		long long d0 = stats_get(m->mnt, "dontcache", "dropped_behind");
+		long long peak = ptr_read(mp, ep, src, sizes[i]);
+		long long p1 = stats_get(m->mnt, "dontcache", "opened_passthrough");
+		long long r1 = stats_get(m->mnt, "dontcache", dc_counter(0));
+		long long d1 = stats_get(m->mnt, "dontcache", "dropped_behind");
+		long long left = wait_resident_le(ep, 0, 10);
+		printf("passthrough_reads %s %zu-byte reads: backing peak %lld pages, %lld after close, dropped_behind +%lld MiB\n",
+		       sk_names[g_sk], sizes[i], peak, left, (d1 - d0) >> 20);
+		ml = strlen(msg);
+		if (p1 - p0 != 1 || r1 != r0)
+			snprintf(msg + ml, sizeof msg - ml,
+				 "\n  %zu-byte reader: opened_passthrough %lld -> %lld, %s %lld -> %lld (want +1 and unchanged)",
+				 sizes[i], p0, p1, dc_counter(0), r0, r1);
+		ml = strlen(msg);
+		if (peak > PTR_MAX_PAGES || left != 0 || d1 - d0 < (long long)PTR_SIZE / 2)
+			snprintf(msg + ml, sizeof msg - ml,
+				 "\n  %zu-byte reader: backing peak %lld pages (allowed %d), %lld after close (allowed 0), dropped_behind +%lld",
+				 sizes[i], peak, PTR_MAX_PAGES, left, d1 - d0);
+		ml = strlen(msg);
+		long long fp = fuse_pages_of(mp);
+		if (fp != 0)
+			snprintf(msg + ml, sizeof msg - ml, "\n  %zu-byte reader: %lld FUSE pages", sizes[i], fp);
+	}
+
+	/* 2. A file in use at open (its pages are someone's): the daemon reads
+	 * it uncached and the pages that were there stay. */
+	{
+		int efd = open(ep, O_RDONLY);
+		ck_assert_int_ge(efd, 0);
+		unsigned char *b = malloc(1 << 20);
+		while (read(efd, b, 1 << 20) > 0)
+			;
+		free(b);
+		long long before = resident_pages(efd);
+		long long p0 = stats_get(m->mnt, "dontcache", "opened_passthrough");
+		read_compare(mp, src, PTR_SIZE, 1 << 20);
+		long long p1 = stats_get(m->mnt, "dontcache", "opened_passthrough");
+		long long after = resident_pages(efd);
+		close(efd);
+		ml = strlen(msg);
+		if (p1 != p0 || after < before * 9 / 10)
+			snprintf(msg + ml, sizeof msg - ml,
+				 "\n  file in use at open: opened_passthrough %lld -> %lld (want unchanged), resident %lld -> %lld pages (want kept)",
+				 p0, p1, before, after);
+		posix_fadvise(open(ep, O_RDONLY), 0, 0, POSIX_FADV_DONTNEED); /* fd closed with the test's exit */
+		drop_caches();
+	}
+
+	/* 3. While a cache-class handle has the file open, its pages stay. */
+	{
+		int done, go;
+		pid_t pid = ptr_cache_reader(mp, &done, &go);
+		char c = 0;
+		ck_assert_int_eq(read(done, &c, 1), 1);
+		ck_assert_msg(c == 'r', "cache-class reader could not open %s", mp);
+		long long peak = ptr_read(mp, ep, src, 1 << 20);
+		int efd = open(ep, O_RDONLY);
+		long long kept = resident_pages(efd);
+		close(efd);
+		ck_assert_int_eq(write(go, "x", 1), 1);
+		int st;
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		close(done);
+		close(go);
+		ml = strlen(msg);
+		if (kept < (long long)(PTR_SIZE / 4096) * 9 / 10)
+			snprintf(msg + ml, sizeof msg - ml,
+				 "\n  with a cache-class handle open: %lld of %u pages kept (peak %lld)",
+				 kept, PTR_SIZE / 4096, peak);
+		drop_caches();
+	}
+
+	/* 4. passthrough_reads = no: the daemon reads, uncached, as before. */
+	{
+		char conf2[sizeof conf + 32];
+		const char *g = strstr(conf, "[global]\n");
+		ck_assert_ptr_nonnull(g);
+		snprintf(conf2, sizeof conf2, "[global]\npassthrough_reads = no\n%s", g + strlen("[global]\n"));
+		ck_assert_int_eq(own_reload(m, conf2), 1);
+		long long p0 = stats_get(m->mnt, "dontcache", "opened_passthrough");
+		long long r0 = stats_get(m->mnt, "dontcache", dc_counter(0));
+		read_compare(mp, src, PTR_SIZE, 1 << 20);
+		long long p1 = stats_get(m->mnt, "dontcache", "opened_passthrough");
+		long long r1 = stats_get(m->mnt, "dontcache", dc_counter(0));
+		long long left = wait_resident_le(ep, max_left(), 10);
+		ml = strlen(msg);
+		if (p1 != p0 || r1 - r0 < (long long)PTR_SIZE || left > max_left())
+			snprintf(msg + ml, sizeof msg - ml,
+				 "\n  passthrough_reads = no: opened_passthrough %lld -> %lld, %s +%lld, %lld pages left",
+				 p0, p1, dc_counter(0), r1 - r0, left);
+	}
+	free(src);
+	unlink(ep);
+	int rc = own_mount_stop(m, err, sizeof err);
+	ck_assert_msg(rc == 0, "%s", err);
+	ck_assert_msg(!msg[0], "passthrough_reads:%s", msg);
+}
+END_TEST
 
 START_TEST(stream_adopted)
 {
@@ -1930,6 +2134,7 @@ Suite *stream_suite(void)
 		tcase_add_test(tc, stream_unaligned_1m);
 		tcase_add_test(tc, stream_adopted);
 		tcase_add_test(tc, stream_fuse_readahead);
+		tcase_add_test(tc, stream_passthrough_reads);
 		if (k != SK_BTRFS)
 			tcase_add_test(tc, stream_kill9);
 		tcase_add_test(tc, stream_zz_unmount);
