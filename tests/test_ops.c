@@ -675,6 +675,7 @@ START_TEST(ops_prometheus_matches_json)
 		{ "opened", "dcfs_opens_total", NULL, NULL },
 		{ "switched", "dcfs_switches_total", NULL, NULL },
 		{ "opened_passthrough", "dcfs_passthrough_opens_total", NULL, NULL },
+		{ "dropped_behind", "dcfs_dropped_behind_bytes_total", NULL, NULL },
 		{ "read_dontcache", "dcfs_bytes_total", "read", "dontcache" },
 		{ "written_dontcache", "dcfs_bytes_total", "write", "dontcache" },
 		{ "read_fallback", "dcfs_bytes_total", "read", "fallback" },
