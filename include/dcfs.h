@@ -127,6 +127,7 @@ struct dcfs_file {
 	bool dropbehind;      /* dropbehind.c: registered */
 	struct dcfs_file *db_next; /* dropbehind.c's list and state, its lock */
 	uint64_t db_cached;
+	long long db_keep; /* bytes kept behind the read-ahead front */
 	unsigned int db_stuck;
 };
 
