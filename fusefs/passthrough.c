@@ -35,7 +35,9 @@
  * and three per-inode states:
  *
  *   inode state   new open wants ->  kernel I/O      daemon I/O       cached forwarded
- *                                     (cache class)   (streaming)      (auto, deferred)
+ *                                     (cache class,   (streaming)      (auto, deferred)
+ *                                     drop-behind
+ *                                     readers)
  *   none          register id: PT  FWD (direct I/O)  FWD
  *                 (failure: FWD)
  *   PT (has id)   PT; PTD if a     PTD              PTD
@@ -380,7 +382,9 @@ enum wish { WISH_KERNEL, WISH_DAEMON, WISH_CACHED };
 /*
  * Kernel I/O is sound when this handle would never do uncached I/O and has
  * no switch pending: the cache class, small files, and the cached
- * direction of dontcache-read/-write when the open cannot use the other.
+ * direction of dontcache-read/-write when the open cannot use the other;
+ * and for read-only streams io_select.c chose for drop-behind (the kernel
+ * reads, dropbehind.c keeps the backing cache small).
  * Streaming handles need the daemon for RWF_DONTCACHE; auto and deferred
  * handles need it to see the stream.
  */
