@@ -60,6 +60,21 @@ static unsigned int wanted_pages(void)
 	return (1U << 20) / (unsigned int)sysconf(_SC_PAGESIZE) + 1;
 }
 
+/* The number a sysctl or sysfs file open as fd starts with. */
+static int number_in(int fd, unsigned long *v)
+{
+	char buf[32];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return -ENODATA;
+	buf[n] = '\0';
+	*v = strtoul(buf, NULL, 10);
+	return 0;
+}
+
 /*
  * Raises the number in a sysctl or sysfs file to want if it is lower.
  * Returns 1 if it was raised, 0 if it already was that high, -errno.
@@ -67,23 +82,43 @@ static unsigned int wanted_pages(void)
 static int raise_setting(const char *path, unsigned long want)
 {
 	char buf[32];
-	ssize_t n;
-	int fd = open(path, O_RDWR | O_CLOEXEC), len, rc = 0;
+	unsigned long now;
+	int fd = open(path, O_RDWR | O_CLOEXEC), len, rc;
 
 	if (fd < 0)
 		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	if (n < 0) {
-		rc = -errno;
-	} else if (n > 0) {
-		buf[n] = '\0';
-		if (strtoul(buf, NULL, 10) < want) {
-			len = snprintf(buf, sizeof(buf), "%lu\n", want);
-			rc = pwrite(fd, buf, (size_t)len, 0) == len ? 1 : -errno;
-		}
+	rc = number_in(fd, &now);
+	if (rc == -ENODATA)
+		rc = 0;
+	else if (!rc && now < want) {
+		len = snprintf(buf, sizeof(buf), "%lu\n", want);
+		rc = pwrite(fd, buf, (size_t)len, 0) == len ? 1 : -errno;
 	}
 	close(fd);
 	return rc;
+}
+
+static void read_ahead_path(dev_t dev, char *buf, size_t size)
+{
+	snprintf(buf, size, "/sys/class/bdi/%u:%u/read_ahead_kb", major(dev),
+		 minor(dev));
+}
+
+/* The read-ahead of the device (bdi) dev, in bytes; 0 if unknown. */
+long long bdi_read_ahead_bytes(dev_t dev)
+{
+	char path[64];
+	unsigned long kb = 0;
+	int fd;
+
+	read_ahead_path(dev, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	if (number_in(fd, &kb) < 0)
+		kb = 0;
+	close(fd);
+	return (long long)kb << 10;
 }
 
 void conn_limits_prepare(void)
@@ -113,8 +148,7 @@ void conn_limits_after_init(void)
 
 	if (!dev)
 		return;
-	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb",
-		 major(dev), minor(dev));
+	read_ahead_path(dev, path, sizeof(path));
 	rc = raise_setting(path, MOUNT_READ_AHEAD_KB);
 	if (rc < 0)
 		log_debug("%s: %s (read-ahead of the mount stays)\n", path,

@@ -32,10 +32,7 @@
  * one front: a reader far behind may read some of its read-ahead twice.
  */
 #include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <time.h>
 
 #include "dcfs_io.h"
@@ -213,32 +210,11 @@ void dropbehind_stop(void)
 	db.running = false;
 }
 
-/* The read-ahead of the backing file's device (its bdi), in bytes, or 0. */
-static long long readahead_of(int fd)
-{
-	char path[64], buf[32];
-	struct stat st;
-	ssize_t n;
-	int sfd;
-
-	if (fstat(fd, &st) < 0)
-		return 0;
-	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb",
-		 major(st.st_dev), minor(st.st_dev));
-	sfd = open(path, O_RDONLY | O_CLOEXEC);
-	if (sfd < 0)
-		return 0;
-	n = read(sfd, buf, sizeof(buf) - 1);
-	close(sfd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	return strtoll(buf, NULL, 10) << 10;
-}
-
 static long long keep_for(int fd)
 {
-	long long ra = readahead_of(fd), keep;
+	struct stat st;
+	long long ra = fstat(fd, &st) == 0 ? bdi_read_ahead_bytes(st.st_dev) : 0;
+	long long keep;
 
 	if (ra <= 0)
 		return KEEP_DEFAULT;

@@ -1616,7 +1616,6 @@ START_TEST(stream_passthrough_reads)
 			snprintf(msg + ml, sizeof msg - ml,
 				 "\n  file in use at open: opened_passthrough %lld -> %lld (want unchanged), resident %lld -> %lld pages (want kept)",
 				 p0, p1, before, after);
-		posix_fadvise(open(ep, O_RDONLY), 0, 0, POSIX_FADV_DONTNEED); /* fd closed with the test's exit */
 		drop_caches();
 	}
 
