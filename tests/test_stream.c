@@ -774,6 +774,13 @@ static const unsigned char *pool_slice(size_t len)
 	return pool + rnd() % (POOL - len);
 }
 
+/* one byte at off, or -1 on error or EOF */
+static int byte_at(int fd, size_t off)
+{
+	unsigned char c;
+	return pread(fd, &c, 1, (off_t)off) == 1 ? c : -1;
+}
+
 static void check_read(struct mfile *f, int fd, size_t off, size_t len, long op, unsigned seed,
 		       const char *what)
 {
@@ -785,9 +792,24 @@ static void check_read(struct mfile *f, int fd, size_t off, size_t len, long op,
 		size_t i = 0;
 		while (rbuf[i] == f->m[off + i])
 			i++;
+		/* tell a stale page cache from lost data: read the byte again through
+		 * the same handle, a fresh handle and the backing file */
+		int again = byte_at(fd, off + i), fresh = -1, backing = -1;
+		int nfd = open(SM("%s", f->rel), O_RDONLY);
+		if (nfd >= 0) {
+			fresh = byte_at(nfd, off + i);
+			close(nfd);
+		}
+		nfd = open(SE("%s", f->rel), O_RDONLY);
+		if (nfd >= 0) {
+			backing = byte_at(nfd, off + i);
+			close(nfd);
+		}
 		ck_abort_msg("seed %u op %ld %s %s: pread(%zu @ %zu) differs from the model at offset %zu "
-			     "(got %#x, want %#x), size %zu",
-			     seed, op, what, f->rel, len, off, off + i, rbuf[i], f->m[off + i], f->size);
+			     "(got %#x, want %#x), size %zu; read again: same handle %#x, fresh handle %#x, "
+			     "backing file %#x",
+			     seed, op, what, f->rel, len, off, off + i, rbuf[i], f->m[off + i], f->size,
+			     again, fresh, backing);
 	}
 }
 
@@ -1333,7 +1355,10 @@ static void adopted_case(const char *mnt, const char *exp, const char *label)
  * cache bounded while reading (also for a random reader) and empty after
  * close, the backing cache as for direct reads, and writes through another
  * handle seen by the cached reader at once. */
-#define FRA_MAX_PAGES 3072 /* 12 MiB of the 64: 3 MiB trail, 1 MiB drops, notify lag (4-4.5 MiB seen) */
+/* 24 MiB of the 64: 3 MiB trail, 1 MiB drops, and the notify thread's lag
+ * (4-4.5 MiB seen on an idle machine, 18 MiB once under make check's load:
+ * KNOWN_FAILURES #10); a reader that is not dropped behind holds 64 */
+#define FRA_MAX_PAGES 6144
 
 static long long fra_wait_le(int fd, long long max, double timeout_s)
 {
@@ -2118,6 +2143,25 @@ START_TEST(stream_zz_unmount)
 }
 END_TEST
 
+/* DCFS_STREAM_ONLY=name[,name...] runs only those cases (and the unmount):
+ * how a rare failure is chased in a loop without the rest of the case */
+static int stream_test_wanted(const char *name)
+{
+	const char *only = getenv("DCFS_STREAM_ONLY");
+	if (!only || !*only)
+		return 1;
+	size_t n = strlen(name);
+	for (const char *p = only; (p = strstr(p, name)); p += n)
+		if ((p == only || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+			return 1;
+	return 0;
+}
+#define ADD_STREAM_TEST(tc, fn)                     \
+	do {                                        \
+		if (stream_test_wanted(#fn))        \
+			tcase_add_test(tc, fn);     \
+	} while (0)
+
 Suite *stream_suite(void)
 {
 	Suite *s = suite_create("stream");
@@ -2128,29 +2172,29 @@ Suite *stream_suite(void)
 		tcase_add_unchecked_fixture(tc, setups[k], st_teardown);
 		tcase_add_checked_fixture(tc, NULL, st_report);
 		tcase_set_timeout(tc, 300 * deadline_scale());
-		tcase_add_test(tc, stream_write_residency);
-		tcase_add_test(tc, stream_read_residency);
+		ADD_STREAM_TEST(tc, stream_write_residency);
+		ADD_STREAM_TEST(tc, stream_read_residency);
 		if (k == SK_BTRFS) /* the fallback's promise; RWF_DONTCACHE is the kernel's */
-			tcase_add_test(tc, stream_keeps_resident);
-		tcase_add_test(tc, stream_integrity_remount);
-		tcase_add_test(tc, stream_odirect);
-		tcase_add_test(tc, stream_mmap);
-		tcase_add_test(tc, stream_random_ops);
+			ADD_STREAM_TEST(tc, stream_keeps_resident);
+		ADD_STREAM_TEST(tc, stream_integrity_remount);
+		ADD_STREAM_TEST(tc, stream_odirect);
+		ADD_STREAM_TEST(tc, stream_mmap);
+		ADD_STREAM_TEST(tc, stream_random_ops);
 		if (k != SK_BTRFS)
-			tcase_add_test(tc, stream_append_residency);
-		tcase_add_test(tc, stream_append_order);
+			ADD_STREAM_TEST(tc, stream_append_residency);
+		ADD_STREAM_TEST(tc, stream_append_order);
 		if (k == SK_EXT4) { /* mkfs.xfs wants >= 300 MB: one small fs is enough */
-			tcase_add_test(tc, stream_enospc);
-			tcase_add_test(tc, stream_errseq);
-			tcase_add_test(tc, stream_eio);
+			ADD_STREAM_TEST(tc, stream_enospc);
+			ADD_STREAM_TEST(tc, stream_errseq);
+			ADD_STREAM_TEST(tc, stream_eio);
 		}
-		tcase_add_test(tc, stream_unaligned_1m);
-		tcase_add_test(tc, stream_adopted);
-		tcase_add_test(tc, stream_fuse_readahead);
-		tcase_add_test(tc, stream_passthrough_reads);
+		ADD_STREAM_TEST(tc, stream_unaligned_1m);
+		ADD_STREAM_TEST(tc, stream_adopted);
+		ADD_STREAM_TEST(tc, stream_fuse_readahead);
+		ADD_STREAM_TEST(tc, stream_passthrough_reads);
 		if (k != SK_BTRFS)
-			tcase_add_test(tc, stream_kill9);
-		tcase_add_test(tc, stream_zz_unmount);
+			ADD_STREAM_TEST(tc, stream_kill9);
+		tcase_add_test(tc, stream_zz_unmount); /* always */
 		suite_add_tcase(s, tc);
 	}
 	return s;
