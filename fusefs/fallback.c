@@ -15,30 +15,60 @@
  *
  * Pages that were resident before dcfs touched a range belong to someone
  * else (another reader, a database): they are found with cachestat before
- * the I/O and never dropped.
+ * the I/O and never dropped.  POSIX_FADV_RANDOM does not stop everything:
+ * a page that someone else's read-ahead marked starts asynchronous
+ * read-ahead for whoever reads it next, even through our fd.  Those pages
+ * are ours, and must not be taken for another reader's at the next
+ * request (which would protect them, and the read-ahead they start in
+ * turn, up to the end of the file).  So the look before a read reaches as
+ * far past it as the kernel may read ahead.
  */
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dcfs_io.h"
 #include "dcfs_sys.h"
 
 #define PAGE 4096
+#define RA_REACH_DEFAULT ((off_t)8 << 20)
+#define RA_REACH_MAX ((off_t)64 << 20)
 
+/*
+ * Adds [lo, hi) to the protected ranges, which stay sorted and disjoint
+ * (drop_unprotected() walks them in order): requests do not come in file
+ * order (the kernel's read-ahead, a reader going back).
+ */
 static void protect(struct dcfs_file *f, off_t lo, off_t hi)
 {
-	if (f->nprot && f->prot[f->nprot - 1].hi == lo) {
-		f->prot[f->nprot - 1].hi = hi;
-		return;
+	const unsigned int cap = sizeof(f->prot) / sizeof(f->prot[0]);
+	unsigned int i = 0, j;
+
+	while (i < f->nprot && f->prot[i].hi < lo)
+		i++;
+	/* ranges i..j-1 touch [lo, hi): they become one */
+	for (j = i; j < f->nprot && f->prot[j].lo <= hi; j++) {
+		if (f->prot[j].lo < lo)
+			lo = f->prot[j].lo;
+		if (f->prot[j].hi > hi)
+			hi = f->prot[j].hi;
 	}
-	if (f->nprot == sizeof(f->prot) / sizeof(f->prot[0])) {
+	if (j == i && f->nprot == cap) {
 		f->prot_all = true;
 		return;
 	}
-	f->prot[f->nprot].lo = lo;
-	f->prot[f->nprot].hi = hi;
-	f->nprot++;
+	if (j == i) {
+		memmove(&f->prot[i + 1], &f->prot[i],
+			(f->nprot - i) * sizeof(f->prot[0]));
+		f->nprot++;
+	} else if (j > i + 1) {
+		memmove(&f->prot[i + 1], &f->prot[j],
+			(f->nprot - j) * sizeof(f->prot[0]));
+		f->nprot -= j - i - 1;
+	}
+	f->prot[i].lo = lo;
+	f->prot[i].hi = hi;
 }
 
 static off_t page_down(off_t x)
@@ -133,11 +163,30 @@ void drop_written(struct dcfs_file *f, off_t lo, off_t hi)
 	drop_unprotected(f, lo, hi);
 }
 
+/*
+ * How far past a read the kernel may read ahead for it: two read-ahead
+ * windows of the device, 8 MiB where that is unknown (a btrfs bdi has no
+ * device number: its 4 MiB are not found).
+ */
+static off_t read_ahead_reach(struct dcfs_file *f)
+{
+	struct stat st;
+	long long ra;
+
+	if (!f->ra_reach) {
+		ra = fstat(f->fd, &st) == 0 ? bdi_read_ahead_bytes(st.st_dev) : 0;
+		f->ra_reach = ra > 0 ? (off_t)(2 * ra) : RA_REACH_DEFAULT;
+		if (f->ra_reach > RA_REACH_MAX)
+			f->ra_reach = RA_REACH_MAX;
+	}
+	return f->ra_reach;
+}
+
 ssize_t fallback_read(struct dcfs_file *f, void *buf, size_t len, off_t off)
 {
 	ssize_t n;
 
-	note_resident(f, off, len);
+	note_resident(f, off, len + (size_t)read_ahead_reach(f));
 	n = pread(f->fd, buf, len, off);
 	if (n < 0)
 		return -errno;

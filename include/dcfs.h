@@ -117,6 +117,7 @@ struct dcfs_file {
 	off_t wb_lo, wb_hi;	  /* written, writeback not started */
 	off_t wb_prev_lo, wb_prev_hi; /* writeback started, not yet dropped */
 	off_t seen_lo, seen_hi; /* pages this handle touched */
+	off_t ra_reach;		/* how far the kernel may read ahead of a read; 0: not known yet */
 	off_t dc_lo, dc_hi;	/* span written with RWF_DONTCACHE */
 	struct range { off_t lo, hi; } prot[16];
 	unsigned int nprot;

@@ -505,12 +505,7 @@ START_TEST(stream_keeps_resident)
 	ck_assert_msg(r != 2, "5 attempts disturbed: the page cache was dropped by someone else "
 			      "(a canary file lost its pages; is another test run or benchmark running?)%s",
 		      why);
-	/* KNOWN_FAILURES.md #8: open at the last commit; DCFS_TEST_STRICT=1 gates it. */
-	if (r != 0 && !getenv("DCFS_TEST_STRICT")) {
-		fprintf(stderr, "KNOWN FAILURE (not gating, see tests/KNOWN_FAILURES.md #8): btrfs fallback:%s\n",
-			msg);
-		return;
-	}
+	/* KNOWN_FAILURES.md #8 (fixed): gating again */
 	ck_assert_msg(r == 0, "btrfs fallback:%s", msg);
 }
 END_TEST
