@@ -714,12 +714,44 @@ END_TEST
 
 /* ---- random operations against a model ------------------------------------------------- */
 #define RCAP (4u << 20)
+#define NTRACE 64
 struct mfile {
 	const char *rel;
 	unsigned char *m;
 	size_t size;
 	int rw, ro, ap;
+	/* the file's last operations, printed with a mismatch */
+	struct {
+		long op;
+		char kind;
+		size_t off, len, size;
+	} tr[NTRACE];
+	unsigned long ntr;
 };
+
+static void mf_trace(struct mfile *f, long op, char kind, size_t off, size_t len)
+{
+	unsigned long i = f->ntr++ % NTRACE;
+	f->tr[i].op = op;
+	f->tr[i].kind = kind;
+	f->tr[i].off = off;
+	f->tr[i].len = len;
+	f->tr[i].size = f->size;
+}
+
+/* to stderr: w write, r read (o: ro handle), t truncate, f fallocate, k keep-size
+ * fallocate, p punch, a append, s fsync, S stat, O reopen; size after the op */
+static void mf_trace_dump(const struct mfile *f, size_t bad)
+{
+	unsigned long from = f->ntr > NTRACE ? f->ntr - NTRACE : 0;
+	fprintf(stderr, "%s: last %lu operations (* covers offset %zu):\n", f->rel, f->ntr - from, bad);
+	for (unsigned long n = from; n < f->ntr; n++) {
+		unsigned long i = n % NTRACE;
+		int covers = bad >= f->tr[i].off && bad < f->tr[i].off + f->tr[i].len;
+		fprintf(stderr, "  %c op %ld %c off %zu len %zu size %zu\n", covers ? '*' : ' ',
+			f->tr[i].op, f->tr[i].kind, f->tr[i].off, f->tr[i].len, f->tr[i].size);
+	}
+}
 
 static uint64_t rstate;
 static uint64_t rnd(void)
@@ -781,6 +813,7 @@ static void check_read(struct mfile *f, int fd, size_t off, size_t len, long op,
 {
 	ssize_t want = off >= f->size ? 0 : (ssize_t)(len < f->size - off ? len : f->size - off);
 	ssize_t r = pread(fd, rbuf, len, (off_t)off);
+	mf_trace(f, op, fd == f->ro ? 'o' : 'r', off, len);
 	ck_assert_msg(r == want, "seed %u op %ld %s %s: pread(%zu @ %zu) = %zd (%s), model size %zu -> %zd",
 		      seed, op, what, f->rel, len, off, r, r < 0 ? strerror(errno) : "", f->size, want);
 	if (want > 0 && memcmp(rbuf, f->m + off, (size_t)want) != 0) {
@@ -800,6 +833,7 @@ static void check_read(struct mfile *f, int fd, size_t off, size_t len, long op,
 			backing = byte_at(nfd, off + i);
 			close(nfd);
 		}
+		mf_trace_dump(f, off + i);
 		ck_abort_msg("seed %u op %ld %s %s: pread(%zu @ %zu) differs from the model at offset %zu "
 			     "(got %#x, want %#x), size %zu; read again: same handle %#x, fresh handle %#x, "
 			     "backing file %#x",
@@ -818,6 +852,7 @@ static void do_write(struct mfile *f, size_t off, size_t len, long op, unsigned 
 	memcpy(f->m + off, wbuf, len);
 	if (off + len > f->size)
 		f->size = off + len;
+	mf_trace(f, op, 'w', off, len);
 }
 
 /* A reader thread with handles of its own: its reads must never fail or
@@ -874,6 +909,7 @@ static void random_ops(unsigned seed, long nops)
 		unlink(SE("%s", files[i].rel));
 		files[i].m = calloc(1, RCAP);
 		files[i].size = 0;
+		files[i].ntr = 0;
 		mf_open(&files[i]);
 	}
 	long counts[12] = { 0 };
@@ -917,6 +953,7 @@ static void random_ops(unsigned seed, long nops)
 				      seed, op, f->rel, ns, strerror(errno));
 			grow_zero(f, ns);
 			f->size = ns;
+			mf_trace(f, op, 't', ns, 0);
 			counts[3]++;
 		} else if (r < 730) { /* fallocate, extending */
 			size_t len = rnd_len();
@@ -927,6 +964,7 @@ static void random_ops(unsigned seed, long nops)
 			grow_zero(f, off + len);
 			if (off + len > f->size)
 				f->size = off + len;
+			mf_trace(f, op, 'f', off, len);
 			counts[4]++;
 		} else if (r < 750) { /* fallocate KEEP_SIZE */
 			size_t len = rnd_len();
@@ -934,6 +972,7 @@ static void random_ops(unsigned seed, long nops)
 			ck_assert_msg(fallocate(f->rw, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == 0,
 				      "seed %u op %ld %s: fallocate(KEEP_SIZE, %zu, %zu): %s", seed, op,
 				      f->rel, off, len, strerror(errno));
+			mf_trace(f, op, 'k', off, len);
 			counts[5]++;
 		} else if (r < 830) { /* punch hole */
 			size_t len = rnd_len();
@@ -946,12 +985,14 @@ static void random_ops(unsigned seed, long nops)
 				      len, strerror(errno));
 			if (off < f->size)
 				memset(f->m + off, 0, (off + len < f->size ? off + len : f->size) - off);
+			mf_trace(f, op, 'p', off, len);
 			counts[6]++;
 		} else if (r < 880) { /* append */
 			size_t len = rnd() % 3 ? 1 + rnd() % 8192 : rnd_len();
 			if (f->size + len > RCAP) {
 				ck_assert_int_eq(ftruncate(f->rw, 0), 0);
 				f->size = 0;
+				mf_trace(f, op, 't', 0, 0);
 			}
 			const unsigned char *wbuf = pool_slice(len);
 			ssize_t w = write(f->ap, wbuf, len);
@@ -959,12 +1000,14 @@ static void random_ops(unsigned seed, long nops)
 				      f->rel, len, w, strerror(errno));
 			memcpy(f->m + f->size, wbuf, len);
 			f->size += len;
+			mf_trace(f, op, 'a', f->size - len, len);
 			counts[7]++;
 		} else if (r < 940) { /* fsync on any handle: in-flight writes land first */
 			int which = (int)(rnd() % 3);
 			int fd = which == 0 ? f->rw : which == 1 ? f->ro : f->ap;
 			ck_assert_msg((rnd() % 2 ? fdatasync(fd) : fsync(fd)) == 0,
 				      "seed %u op %ld %s: fsync: %s", seed, op, f->rel, strerror(errno));
+			mf_trace(f, op, 's', 0, 0);
 			counts[11]++;
 		} else if (r < 960) { /* size */
 			struct stat st;
@@ -976,6 +1019,7 @@ static void random_ops(unsigned seed, long nops)
 		} else if (r < 985) { /* reopen: classified again */
 			mf_close(f);
 			mf_open(f);
+			mf_trace(f, op, 'O', 0, 0);
 			counts[9]++;
 		} else { /* whole-file check */
 			check_read(f, f->ro, 0, f->size < (1 << 20) ? f->size + 1 : 1 << 20, op, seed,
