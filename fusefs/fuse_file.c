@@ -114,6 +114,10 @@ static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
 	}
 	if (f->fuse_cached)
 		stats_add(f->policy, ST_FUSE_READAHEAD, 1);
+	/* Its writes go through the FUSE page cache: see notify.c. */
+	if ((flags & O_ACCMODE) != O_RDONLY && !fi->direct_io &&
+	    !passthrough_by_kernel(f))
+		f->cached_writer = notify_writer_open(inode->nodeid);
 	files_link(f);
 	return 0;
 }
@@ -124,6 +128,9 @@ static void file_free(struct dcfs_file *f)
 	stats_file_close(f);
 	passthrough_release(f);
 	dropbehind_remove(f); /* after the counts, before the fd goes */
+	/* Before release: what the handle leaves may then be dropped. */
+	if (f->cached_writer)
+		notify_writer_close(f->inode->nodeid);
 	if (f->io->release)
 		f->io->release(f);
 	close(f->fd);

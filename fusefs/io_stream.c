@@ -294,7 +294,7 @@ static void stream_release(struct dcfs_file *f)
 	 * (unless the file was in use when we opened it).
 	 */
 	if (trails_fuse_cache(f))
-		notify_inval(f->inode->nodeid, 0, 0);
+		notify_inval(f->inode->nodeid, 0, 0, 0);
 	if (f->target && !f->switch_after && !f->was_resident)
 		drop_written(f, f->pre_lo, f->seq_next + SEQ_SLACK);
 	if (f->ra_buf) {
@@ -326,7 +326,7 @@ static void switch_now(struct dcfs_file *f)
 	stats_io(f, ST_SWITCHED, 1);
 	if (!f->was_resident)
 		drop_written(f, f->pre_lo, f->pre_hi);
-	notify_inval(ino, f->pre_lo, f->pre_hi - f->pre_lo);
+	notify_inval(ino, f->pre_lo, f->pre_hi - f->pre_lo, f->cached_writer);
 	f->inval_done = f->pre_hi;
 	log_debug("ino %llu: switched to %s after %llu bytes\n",
 		  (unsigned long long)f->inode->ino, policy_name(f->target),
@@ -357,7 +357,8 @@ static void trail_inval(struct dcfs_file *f)
 
 	if (upto < f->inval_done + chunk)
 		return;
-	notify_inval(f->inode->nodeid, f->inval_done, upto - f->inval_done);
+	notify_inval(f->inode->nodeid, f->inval_done, upto - f->inval_done,
+		     f->cached_writer);
 	f->inval_done = upto;
 }
 
@@ -371,7 +372,7 @@ static void drop_left_behind(struct dcfs_file *f, off_t next)
 	off_t lo = f->inval_done > f->seq_start ? f->inval_done : f->seq_start;
 
 	if (f->seq_next > lo)
-		notify_inval(f->inode->nodeid, lo, f->seq_next - lo);
+		notify_inval(f->inode->nodeid, lo, f->seq_next - lo, f->cached_writer);
 	f->inval_done = next;
 }
 

@@ -7,6 +7,18 @@
  * locks the invalidation waits for until our reply arrives.  Handlers
  * therefore only queue a range here; this thread sends it once the
  * handler has replied.
+ *
+ * An invalidation must not overtake a write-through write (a writable
+ * handle that goes through the FUSE page cache).  The kernel copies such a
+ * write into its cached pages, unlocks those it made uptodate, and only
+ * then waits for our reply: dropping them in between, and a READ that
+ * reaches the backing file before the WRITE has landed, leaves the old
+ * data cached after the write returned (tests/KNOWN_FAILURES.md #9).  So
+ * the open writable FUSE-cached handles of each inode are counted here,
+ * and a range is not dropped while the inode has more of them than the
+ * handle that asked for the drop (checked when queued and when sent).
+ * Such an inode owes the drop: the whole file is dropped once its last
+ * writable cached handle is gone, and nothing of a stream stays behind.
  */
 #include <stdlib.h>
 
@@ -17,7 +29,22 @@
 struct inval {
 	fuse_ino_t ino;
 	off_t off, len;
+	unsigned int allowed; /* writable cached handles that may be open */
 };
+
+/* Inodes with writable FUSE-cached handles open, by node id (qlock). */
+#define WRITER_BUCKETS 256
+struct writers {
+	struct writers *next;
+	fuse_ino_t ino;
+	unsigned int n;
+	bool owed; /* a drop was held back */
+};
+static struct writers *writer_buckets[WRITER_BUCKETS];
+/* The inode whose range is being dropped now; an open of a writable cached
+ * handle of it waits (sent_cond) so that its writes cannot start meanwhile. */
+static fuse_ino_t sending;
+static pthread_cond_t sent_cond = PTHREAD_COND_INITIALIZER;
 
 static struct inval queue[QUEUE_MAX];
 static size_t head, count;
@@ -26,6 +53,42 @@ static pthread_cond_t qcond = PTHREAD_COND_INITIALIZER;
 static pthread_t thread;
 static bool running, stopping;
 static struct fuse_session *session;
+
+static struct writers **writers_slot(fuse_ino_t ino)
+{
+	struct writers **w = &writer_buckets[(ino * 0x9e3779b97f4a7c15ULL) >> 56];
+
+	while (*w && (*w)->ino != ino)
+		w = &(*w)->next;
+	return w;
+}
+
+/* May the range go now (qlock held)?  If not, the inode owes it. */
+static bool may_drop(fuse_ino_t ino, unsigned int allowed)
+{
+	struct writers *w = *writers_slot(ino);
+
+	if (!w || w->n <= allowed)
+		return true;
+	w->owed = true;
+	return false;
+}
+
+static void enqueue(fuse_ino_t ino, off_t off, off_t len, unsigned int allowed)
+{
+	/* Ranges of one stream arrive in order: merge with the last. */
+	struct inval *last = count ? &queue[(head + count - 1) % QUEUE_MAX] : NULL;
+
+	if (last && last->ino == ino && last->allowed == allowed &&
+	    last->off + last->len == off) {
+		last->len += len;
+	} else if (count < QUEUE_MAX) {
+		queue[(head + count) % QUEUE_MAX] =
+			(struct inval){ ino, off, len, allowed };
+		count++;
+	}
+	pthread_cond_signal(&qcond);
+}
 
 static void *notify_main(void *arg)
 {
@@ -41,10 +104,15 @@ static void *notify_main(void *arg)
 		iv = queue[head];
 		head = (head + 1) % QUEUE_MAX;
 		count--;
+		if (!may_drop(iv.ino, iv.allowed))
+			continue;
+		sending = iv.ino;
 		pthread_mutex_unlock(&qlock);
 		/* -ENOENT: the kernel already forgot the inode, nothing cached. */
 		fuse_lowlevel_notify_inval_inode(session, iv.ino, iv.off, iv.len);
 		pthread_mutex_lock(&qlock);
+		sending = 0;
+		pthread_cond_broadcast(&sent_cond);
 	}
 	pthread_mutex_unlock(&qlock);
 	return NULL;
@@ -71,21 +139,48 @@ void notify_stop(void)
 	running = false;
 }
 
-void notify_inval(fuse_ino_t ino, off_t off, off_t len)
+void notify_inval(fuse_ino_t ino, off_t off, off_t len, unsigned int allowed)
 {
 	pthread_mutex_lock(&qlock);
-	if (running && count < QUEUE_MAX) {
-		/* Ranges of one stream arrive in order: merge with the last. */
-		struct inval *last = count ? &queue[(head + count - 1) % QUEUE_MAX] : NULL;
+	if (running && may_drop(ino, allowed))
+		enqueue(ino, off, len, allowed);
+	pthread_mutex_unlock(&qlock);
+}
 
-		if (last && last->ino == ino && last->off + last->len == off) {
-			last->len += len;
-		} else {
-			queue[(head + count) % QUEUE_MAX] =
-				(struct inval){ ino, off, len };
-			count++;
-		}
-		pthread_cond_signal(&qcond);
+bool notify_writer_open(fuse_ino_t ino)
+{
+	struct writers **slot, *w;
+	bool counted = true;
+
+	pthread_mutex_lock(&qlock);
+	while (sending == ino)
+		pthread_cond_wait(&sent_cond, &qlock);
+	slot = writers_slot(ino);
+	if (*slot) {
+		(*slot)->n++;
+	} else if ((w = calloc(1, sizeof(*w)))) {
+		w->ino = ino;
+		w->n = 1;
+		*slot = w;
+	} else {
+		counted = false;
+	}
+	pthread_mutex_unlock(&qlock);
+	return counted;
+}
+
+void notify_writer_close(fuse_ino_t ino)
+{
+	struct writers **slot, *w;
+
+	pthread_mutex_lock(&qlock);
+	slot = writers_slot(ino);
+	w = *slot;
+	if (w && --w->n == 0) {
+		*slot = w->next;
+		if (w->owed && running)
+			enqueue(ino, 0, 0, 0);
+		free(w);
 	}
 	pthread_mutex_unlock(&qlock);
 }

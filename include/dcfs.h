@@ -84,6 +84,7 @@ struct dcfs_file {
 	bool write_uncached;
 	bool was_resident;  /* the file had cached pages at open */
 	bool fuse_cached;   /* a streaming reader served through the FUSE cache */
+	bool cached_writer; /* writes through the FUSE page cache (notify.c counts it) */
 	bool fadv_random;
 	struct dcfs_file *prev, *next; /* open handles, for teardown */
 	uint64_t switch_after; /* 0: no switch pending */

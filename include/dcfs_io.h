@@ -86,7 +86,9 @@ long long bdi_read_ahead_bytes(dev_t dev);
 /* notify.c */
 int notify_start(struct fuse_session *se);
 void notify_stop(void);
-void notify_inval(fuse_ino_t ino, off_t off, off_t len);
+void notify_inval(fuse_ino_t ino, off_t off, off_t len, unsigned int allowed);
+bool notify_writer_open(fuse_ino_t ino);
+void notify_writer_close(fuse_ino_t ino);
 
 /* dropbehind.c */
 int dropbehind_start(void);
