@@ -35,6 +35,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <linux/fuse.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -104,14 +105,20 @@ static void read_ahead_path(dev_t dev, char *buf, size_t size)
 		 minor(dev));
 }
 
-/* The read-ahead of the device (bdi) dev, in bytes; 0 if unknown. */
-long long bdi_read_ahead_bytes(dev_t dev)
+/*
+ * The read-ahead of the device (bdi) the file fd is on, in bytes; 0 if
+ * unknown (a btrfs bdi, say, has no device number).
+ */
+long long file_read_ahead_bytes(int file)
 {
 	char path[64];
 	unsigned long kb = 0;
+	struct stat st;
 	int fd;
 
-	read_ahead_path(dev, path, sizeof(path));
+	if (fstat(file, &st) < 0)
+		return 0;
+	read_ahead_path(st.st_dev, path, sizeof(path));
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;

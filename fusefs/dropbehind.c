@@ -212,8 +212,7 @@ void dropbehind_stop(void)
 
 static long long keep_for(int fd)
 {
-	struct stat st;
-	long long ra = fstat(fd, &st) == 0 ? bdi_read_ahead_bytes(st.st_dev) : 0;
+	long long ra = file_read_ahead_bytes(fd);
 	long long keep;
 
 	if (ra <= 0)

@@ -25,7 +25,6 @@
  */
 #include <fcntl.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dcfs_io.h"
@@ -170,11 +169,10 @@ void drop_written(struct dcfs_file *f, off_t lo, off_t hi)
  */
 static off_t read_ahead_reach(struct dcfs_file *f)
 {
-	struct stat st;
 	long long ra;
 
 	if (!f->ra_reach) {
-		ra = fstat(f->fd, &st) == 0 ? bdi_read_ahead_bytes(st.st_dev) : 0;
+		ra = file_read_ahead_bytes(f->fd);
 		f->ra_reach = ra > 0 ? (off_t)(2 * ra) : RA_REACH_DEFAULT;
 		if (f->ra_reach > RA_REACH_MAX)
 			f->ra_reach = RA_REACH_MAX;

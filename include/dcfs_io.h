@@ -81,7 +81,7 @@ struct fuse_init_out;
 void conn_limits_prepare(void);
 void conn_limits_init_reply(struct fuse_init_out *out);
 void conn_limits_after_init(void);
-long long bdi_read_ahead_bytes(dev_t dev);
+long long file_read_ahead_bytes(int fd);
 
 /* notify.c */
 int notify_start(struct fuse_session *se);
