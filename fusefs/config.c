@@ -565,6 +565,8 @@ static void global_key(struct parse_state *ps, const char *key,
 		set_bool(ps, key, value, &cfg->fuse_readahead);
 	} else if (!strcasecmp(key, "passthrough_reads")) {
 		set_bool(ps, key, value, &cfg->passthrough_reads);
+	} else if (!strcasecmp(key, "passthrough_uncached")) {
+		set_bool(ps, key, value, &cfg->passthrough_uncached);
 	} else if (!strcasecmp(key, "inflight")) {
 		if (set_size(ps, key, value, &v) && v > (1ULL << 30))
 			error_at(ps, ps->lineno, "inflight must be at most 1G (0: synchronous writes)");
@@ -773,6 +775,7 @@ struct dcfs_config *config_defaults(void)
 	cfg->prefetch = true;
 	cfg->fuse_readahead = true;
 	cfg->passthrough_reads = true;
+	cfg->passthrough_uncached = true;
 	cfg->inflight_mount = 64ULL << 20;
 	cfg->log_level = -1;
 	cfg->loaded = time(NULL);

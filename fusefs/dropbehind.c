@@ -241,23 +241,28 @@ void dropbehind_add(struct dcfs_file *f)
  * At release, after passthrough_release() and before f->fd closes: the
  * thread no longer looks at f, and the stream leaves nothing behind unless
  * another handle of the inode is still open.  Of handles released at the
- * same time, the last to be uncounted sees none left.
+ * same time, the last to be uncounted sees none left.  A stream the kernel
+ * did uncached I/O for (passthrough_uncached) gets the same last drop if
+ * the file had nothing cached at open: what mmap, splice (sendfile) or a
+ * partial page at the end left, which RWF_DONTCACHE does not cover.
  */
 void dropbehind_remove(struct dcfs_file *f)
 {
 	uint64_t before, after;
 
-	if (!f->dropbehind)
-		return;
-	pthread_mutex_lock(&db.lock);
-	for (struct dcfs_file **p = &db.list; *p; p = &(*p)->db_next) {
-		if (*p == f) {
-			*p = f->db_next;
-			break;
+	if (f->dropbehind) {
+		pthread_mutex_lock(&db.lock);
+		for (struct dcfs_file **p = &db.list; *p; p = &(*p)->db_next) {
+			if (*p == f) {
+				*p = f->db_next;
+				break;
+			}
 		}
+		pthread_mutex_unlock(&db.lock);
+		f->dropbehind = false;
+	} else if (!f->pt_uncached || f->was_resident) {
+		return;
 	}
-	pthread_mutex_unlock(&db.lock);
-	f->dropbehind = false;
 	if (passthrough_handles(f->inode))
 		return;
 	before = cached_pages(f->fd, 0, 0);

@@ -106,12 +106,11 @@ static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
 	}
 	fi->fh = (uintptr_t)f;
 	passthrough_open(req, f, fi);
-	if (fi->direct_io)
+	/* No FUSE cache with direct I/O, nor where the kernel reads. */
+	if (fi->direct_io || passthrough_by_kernel(f))
 		f->fuse_cached = false;
-	if (f->dropbehind_wish && passthrough_by_kernel(f)) {
-		f->fuse_cached = false; /* the kernel reads: no FUSE cache */
+	if (f->dropbehind_wish && passthrough_by_kernel(f))
 		dropbehind_add(f);
-	}
 	if (f->fuse_cached)
 		stats_add(f->policy, ST_FUSE_READAHEAD, 1);
 	/* Its writes go through the FUSE page cache: see notify.c. */

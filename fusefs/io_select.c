@@ -169,6 +169,13 @@ static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 				     f->read_uncached &&
 				     !file_has_cached_pages(f->fd);
 		/*
+		 * Or, where the kernel offers it (kernel-patches/), the kernel
+		 * reads and writes the stream itself with RWF_DONTCACHE.
+		 */
+		f->kernel_uncached_wish = cfg->passthrough_uncached;
+		if (f->kernel_uncached_wish && !f->dropbehind_wish)
+			f->was_resident = file_has_cached_pages(f->fd);
+		/*
 		 * The kernel's read-ahead requests are up to 1 MiB and already
 		 * overlap with the reader: 2 MiB windows serve them as well as
 		 * larger ones (measured), with less memory per reader.

@@ -108,9 +108,21 @@
 #define PT_INIT_PASSTHROUGH (1U << (37 - 32)) /* FUSE_PASSTHROUGH in flags2 */
 #define PT_INIT_ALLOW_MMAP (1U << (36 - 32))  /* FUSE_DIRECT_IO_ALLOW_MMAP */
 #define PT_FOPEN_PASSTHROUGH (1U << 7)
+/*
+ * Uncached passthrough, from this project's kernel series
+ * (kernel-patches/0022, not in mainline): offered at INIT as
+ * FUSE_PASSTHROUGH_DONTCACHE (flags2 bit 31); then an open may ask the
+ * kernel to read and/or write its backing file with RWF_DONTCACHE.  A
+ * kernel that did not offer it fails such opens with EIO, so these bits
+ * are only ever sent where it was offered.
+ */
+#define PT_INIT_DONTCACHE (1U << (63 - 32))
+#define PT_FOPEN_DONTCACHE_READ (1U << 30)
+#define PT_FOPEN_DONTCACHE_WRITE (1U << 31)
 /* Open flags the kernel accepts together with FOPEN_PASSTHROUGH. */
 #define PT_FOPEN_ALLOWED (PT_FOPEN_PASSTHROUGH | FOPEN_DIRECT_IO | \
-			  FOPEN_PARALLEL_DIRECT_WRITES | FOPEN_NOFLUSH)
+			  FOPEN_PARALLEL_DIRECT_WRITES | FOPEN_NOFLUSH | \
+			  PT_FOPEN_DONTCACHE_READ | PT_FOPEN_DONTCACHE_WRITE)
 #define PT_MAX_STACK_DEPTH 1
 
 struct pt_backing_map {
@@ -191,6 +203,7 @@ static struct {
 	bool no_admin;	      /* no CAP_SYS_ADMIN at mount */
 	_Atomic bool on;      /* requested at INIT and not withdrawn */
 	_Atomic bool mmap;    /* FUSE_DIRECT_IO_ALLOW_MMAP granted */
+	_Atomic bool dontcache; /* uncached passthrough accepted at INIT */
 	_Atomic bool init_seen;
 	_Atomic uint64_t init_unique;
 	_Atomic uint32_t init_flags, init_flags2;
@@ -199,12 +212,14 @@ static struct {
 	_Atomic uint64_t bypass_total; /* sum of n_bypass: a fast "none" */
 	_Atomic uint64_t ids_open, ids_opened, ids_closed, max_id;
 	_Atomic uint64_t opens_kernel, opens_daemon, opens_fwd, fallbacks;
+	_Atomic uint64_t opens_uncached; /* of opens_kernel: uncached */
 } pt = { .lock = PTHREAD_MUTEX_INITIALIZER, .dev_fd = -1 };
 
 /* The open reply this thread is about to write (see the top comment). */
 static __thread struct {
 	uint64_t fh; /* 0: none */
 	int32_t backing_id;
+	uint32_t uncached; /* PT_FOPEN_DONTCACHE_* to add */
 } armed;
 
 /* --- credentials ------------------------------------------------------- */
@@ -380,27 +395,59 @@ static void backing_close(int id)
 enum wish { WISH_KERNEL, WISH_DAEMON, WISH_CACHED };
 
 /*
+ * The uncached FOPEN flags a streaming handle needs for the kernel to do
+ * its I/O, or 0 if the kernel cannot: not offered, not wanted
+ * (passthrough_uncached = no), or a direction the handle streams that the
+ * backing filesystem has not been seen to do with RWF_DONTCACHE (unknown
+ * until the first such I/O, which the daemon then does and probes).
+ */
+static uint32_t uncached_flags(const struct dcfs_file *f, bool reads,
+			       bool writes)
+{
+	uint32_t flags = 0;
+
+	if (!atomic_load(&pt.dontcache) || !f->kernel_uncached_wish ||
+	    !f->probe)
+		return 0;
+	if (reads && f->read_uncached) {
+		if (atomic_load(&f->probe->rd) != PROBE_YES)
+			return 0;
+		flags |= PT_FOPEN_DONTCACHE_READ;
+	}
+	if (writes && f->write_uncached) {
+		if (atomic_load(&f->probe->wr) != PROBE_YES)
+			return 0;
+		flags |= PT_FOPEN_DONTCACHE_WRITE;
+	}
+	return flags;
+}
+
+/*
  * Kernel I/O is sound when this handle would never do uncached I/O and has
  * no switch pending: the cache class, small files, and the cached
  * direction of dontcache-read/-write when the open cannot use the other;
  * and for read-only streams io_select.c chose for drop-behind (the kernel
  * reads, dropbehind.c keeps the backing cache small).
- * Streaming handles need the daemon for RWF_DONTCACHE; auto and deferred
- * handles need it to see the stream.
+ * Streaming handles need the daemon for RWF_DONTCACHE, unless the kernel
+ * can do uncached I/O itself (*uncached: the flags for that); auto and
+ * deferred handles need the daemon to see the stream.
  */
 static enum wish wish_of(const struct dcfs_file *f,
-			 const struct fuse_file_info *fi)
+			 const struct fuse_file_info *fi, uint32_t *uncached)
 {
 	int acc = f->flags & O_ACCMODE;
 	bool reads = acc != O_WRONLY, writes = acc != O_RDONLY;
 
+	*uncached = 0;
 	if (f->switch_after)
 		return fi->direct_io ? WISH_DAEMON : WISH_CACHED;
 	/* A streaming reader the kernel can serve: dropbehind.c trails it. */
 	if (f->dropbehind_wish && !writes)
 		return WISH_KERNEL;
-	if ((reads && f->read_uncached) || (writes && f->write_uncached))
-		return WISH_DAEMON;
+	if ((reads && f->read_uncached) || (writes && f->write_uncached)) {
+		*uncached = uncached_flags(f, reads, writes);
+		return *uncached ? WISH_KERNEL : WISH_DAEMON;
+	}
 	return WISH_KERNEL;
 }
 
@@ -412,7 +459,8 @@ static bool writable(const struct dcfs_file *f)
 void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 		      struct fuse_file_info *fi)
 {
-	enum wish wish = wish_of(f, fi);
+	uint32_t uncached;
+	enum wish wish = wish_of(f, fi, &uncached);
 	struct pt_ident me;
 	struct pt_node *n;
 	struct stat st;
@@ -468,6 +516,7 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 		}
 		armed.fh = (uintptr_t)f;
 		armed.backing_id = n->backing_id;
+		armed.uncached = kind == PT_KERNEL ? uncached : 0;
 	}
 	if (kind == PT_KERNEL)
 		n->n_kernel++;
@@ -475,6 +524,7 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 		n->n_drop++;
 	pthread_mutex_unlock(&pt.lock);
 	f->pt = kind;
+	f->pt_uncached = kind == PT_KERNEL ? uncached : 0;
 	/*
 	 * The kernel reads the backing file itself from now on (I/O or
 	 * mappings): what streaming handles hold back (write_pipe.c) must be
@@ -486,6 +536,8 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 		fi->direct_io = 0;
 		fi->keep_cache = 0; /* the kernel rejects it with passthrough */
 		atomic_fetch_add(&pt.opens_kernel, 1);
+		if (f->pt_uncached)
+			atomic_fetch_add(&pt.opens_uncached, 1);
 		stats_add(f->policy, ST_PASSTHROUGH, 1);
 	} else if (kind == PT_DAEMON) {
 		fi->direct_io = 1;
@@ -735,16 +787,21 @@ static ssize_t write_init(int fd, struct iovec *iov, int count)
 		memcpy((char *)out + INIT_OUT_MAX_STACK_DEPTH, &depth,
 		       sizeof(depth));
 		atomic_store(&pt.on, true);
+		if (offer & PT_INIT_DONTCACHE) {
+			out->flags2 |= PT_INIT_DONTCACHE;
+			atomic_store(&pt.dontcache, true);
+		}
 	} else {
 		snprintf(pt.off_reason, sizeof(pt.off_reason), "%s",
 			 pt.disabled ? "-o nopassthrough" :
 			 pt.no_admin ? "the daemon lacks CAP_SYS_ADMIN" :
 				       "the kernel does not offer it");
 	}
-	log_info("passthrough: %s%s%s; direct-I/O shared mmap %s\n",
+	log_info("passthrough: %s%s%s; uncached passthrough %s; direct-I/O shared mmap %s\n",
 		 atomic_load(&pt.on) ? "on" : "off (",
 		 atomic_load(&pt.on) ? "" : pt.off_reason,
 		 atomic_load(&pt.on) ? "" : ")",
+		 atomic_load(&pt.dontcache) ? "on" : "not offered",
 		 atomic_load(&pt.mmap) ? "allowed" : "not offered (ENODEV)");
 	return write_init_reply(fd, buf, len);
 }
@@ -785,7 +842,7 @@ static ssize_t dev_write(int fd, char *buf, size_t len)
 }
 
 static ssize_t write_open(int fd, struct iovec *iov, int count, uint64_t fh,
-			  int32_t id)
+			  int32_t id, uint32_t uncached)
 {
 	char buf[sizeof(struct fuse_out_header) + sizeof(struct fuse_entry_out) +
 		 sizeof(struct fuse_open_out)];
@@ -807,7 +864,7 @@ static ssize_t write_open(int fd, struct iovec *iov, int count, uint64_t fh,
 		/* Cannot happen: passthrough_open() cleared keep_cache. */
 		log_err("passthrough: open flags 0x%x do not combine with passthrough\n",
 			out.open_flags);
-	out.open_flags |= PT_FOPEN_PASSTHROUGH;
+	out.open_flags |= PT_FOPEN_PASSTHROUGH | uncached;
 	memcpy(&out.padding, &id, sizeof(id));
 	memcpy(buf + at, &out, sizeof(out));
 	return dev_write(fd, buf, len);
@@ -828,7 +885,8 @@ static ssize_t pt_writev(int fd, struct iovec *iov, int count, void *userdata)
 	    !atomic_load(&pt.init_seen))
 		return write_init(fd, iov, count);
 	if (fh && out->error == 0)
-		return write_open(fd, iov, count, fh, armed.backing_id);
+		return write_open(fd, iov, count, fh, armed.backing_id,
+				  armed.uncached);
 	return dev_writev(fd, iov, count);
 }
 
@@ -868,12 +926,15 @@ void passthrough_json(FILE *out)
 	pthread_mutex_lock(&pt.lock);
 	fprintf(out,
 		"\"passthrough\":{\"state\":\"%s\",\"reason\":\"%s\",\"direct_io_mmap\":%s,"
+		"\"uncached\":%s,\"opens_kernel_uncached\":%llu,"
 		"\"backing_ids_open\":%llu,\"backing_ids_opened\":%llu,\"backing_ids_closed\":%llu,"
 		"\"max_backing_id\":%llu,\"opens_kernel_io\":%llu,\"opens_daemon_io\":%llu,"
 		"\"opens_forwarded\":%llu,\"fallbacks\":%llu,\"filesystems\":[",
 		atomic_load(&pt.on) ? "on" : "off",
 		atomic_load(&pt.on) ? "" : pt.off_reason,
 		atomic_load(&pt.mmap) ? "true" : "false",
+		atomic_load(&pt.dontcache) ? "true" : "false",
+		(unsigned long long)pt.opens_uncached,
 		(unsigned long long)pt.ids_open,
 		(unsigned long long)pt.ids_opened,
 		(unsigned long long)pt.ids_closed,
@@ -896,16 +957,18 @@ void passthrough_json(FILE *out)
 void passthrough_table(FILE *out)
 {
 	pthread_mutex_lock(&pt.lock);
-	fprintf(out, "\npassthrough: %s%s%s%s; direct-I/O shared mmap %s\n",
+	fprintf(out, "\npassthrough: %s%s%s%s; uncached passthrough %s; direct-I/O shared mmap %s\n",
 		atomic_load(&pt.on) ? "on" : "off",
 		atomic_load(&pt.on) ? "" : " (",
 		atomic_load(&pt.on) ? "" : pt.off_reason,
 		atomic_load(&pt.on) ? "" : ")",
+		atomic_load(&pt.dontcache) ? "on" : "off",
 		atomic_load(&pt.mmap) ? "allowed" : "off");
 	fprintf(out,
-		"  opens: %llu kernel I/O, %llu daemon I/O with backing file, %llu forwarded, %llu fallbacks\n"
+		"  opens: %llu kernel I/O (%llu uncached), %llu daemon I/O with backing file, %llu forwarded, %llu fallbacks\n"
 		"  backing ids: %llu open, %llu opened, %llu closed\n",
 		(unsigned long long)pt.opens_kernel,
+		(unsigned long long)pt.opens_uncached,
 		(unsigned long long)pt.opens_daemon,
 		(unsigned long long)pt.opens_fwd,
 		(unsigned long long)pt.fallbacks,

@@ -126,6 +126,9 @@ struct dcfs_file {
 
 	/* a read-only stream the kernel reads (passthrough_reads) */
 	bool dropbehind_wish; /* io_select.c: wants it */
+	/* a stream the kernel may read and write uncached (passthrough_uncached) */
+	bool kernel_uncached_wish;
+	uint32_t pt_uncached; /* passthrough.c: the uncached FOPEN flags sent */
 	bool dropbehind;      /* dropbehind.c: registered */
 	struct dcfs_file *db_next; /* dropbehind.c's list and state, its lock */
 	uint64_t db_cached;

@@ -73,6 +73,7 @@ struct dcfs_config {
 	bool prefetch;		  /* double-buffered read-ahead */
 	bool fuse_readahead;	  /* read-only streams through the FUSE cache */
 	bool passthrough_reads;	  /* ... or read by the kernel, dropped behind */
+	bool passthrough_uncached; /* streams: uncached I/O by the kernel */
 	int log_level;	    /* fuse_log_level; -1 = unchanged */
 	struct cfg_class *classes;
 	size_t n_classes;

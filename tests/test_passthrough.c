@@ -297,6 +297,9 @@ START_TEST(pt_mode_reported)
 	ck_assert_ptr_nonnull(st);
 	ck_assert_msg(strstr(st, pt_expected() ? "\"state\":\"on\"" : "\"state\":\"off\""),
 		      "stats: %s", st);
+	/* uncached passthrough: only a kernel with kernel-patches/0022 offers it */
+	ck_assert_msg(strstr(st, "\"uncached\":true") || strstr(st, "\"uncached\":false"),
+		      "stats: %s", st);
 	free(st);
 	char *log = read_file_str(g_pm.d.log);
 	ck_assert_msg(strstr(log, pt_expected() ? "passthrough: on" :

@@ -7,7 +7,8 @@
 #                     an image made with mkfs.f2fs -s 128,
 #                     F2FS on null_blk with irqmode 0, 1 and 2 (residency
 #                     checks), the raw ubd device, ext2, exFAT, ext4 and
-#                     xfs (blockfs), then dcfs over F2FS (gating; skipped only if
+#                     xfs (blockfs), then dcfs over F2FS, with uncached
+#                     passthrough and with its own engine (gating; skipped only if
 #                     build/dcfs is missing or lacks the dontcache class)
 #   test.sh control   unpatched kernel: RWF_DONTCACHE must fail (EOPNOTSUPP)
 #   test.sh kasan     CONFIG_KASAN kernel: full test + a longer race
@@ -111,7 +112,7 @@ ubd4=$RUN/xfs.img" \
 		log "stage dcfs: SKIPPED: $DCFS does not support the dontcache class"
 		skip=$((skip + 1))
 	else
-		cp "$KP_DIR/test/dcfs-guest.sh" "$RUN/dcfs-guest.sh"
+		cp "$KP_DIR/test/dcfs-guest.sh" "$KP_DIR/test/dcfs-common.sh" "$RUN/"
 		make_f2fs_image "$RUN/f2fs.img" 512M
 		DCFS_BIN=$(cd "$(dirname "$DCFS")" && pwd)/dcfs
 		echo "$DCFS_BIN" > "$RUN/dcfs-path"

@@ -1,18 +1,52 @@
 #!/bin/sh
 # dcfs stage, run inside the patched UML guest: mount dcfs from this repo over
-# the F2FS mount $1 with everything in the dontcache class, stream a file
-# through it and check that the backing file on F2FS keeps 0 resident pages.
+# the F2FS mount $1 with everything in the dontcache class, stream files
+# through it and check that the backing files on F2FS keep 0 resident pages:
+#  1. with uncached passthrough (patches 21-22, dcfs's default where the
+#     kernel offers it): the kernel reads and writes the backing file with
+#     RWF_DONTCACHE itself, so no READ or WRITE request may reach dcfs;
+#  2. with passthrough_uncached = no (reload): dcfs's own streaming engine
+#     does the I/O, as on a kernel without the patches.
 mnt=$1
 run=$T_RUN
 dcfs=$(cat "$run/dcfs-path")
+io=$(dirname "$dcfs")/dcfs-io
 t=$run/bin/dontcache_test
 backing=$mnt/dcfs-backing
 mp=$run/dcfs-mnt
 cfg=$run/dcfs.conf
 rc=0
+passed=0
+failed=0
+. "$run/dcfs-common.sh"
+
+pass() { echo "PASS: $*"; passed=$((passed + 1)); }
+fail() { echo "FAIL: $*"; failed=$((failed + 1)); rc=1; }
+
+# requests of opcode $1 dcfs has received (dcfs stat --json), 0 if none
+requests() {
+	"$dcfs" stat --json "$mp" 2>/dev/null |
+		sed -n 's/.*"requests":{\([^}]*\)}.*/\1/p' | tr ',' '\n' |
+		sed -n "s/^\"$1\":\([0-9]*\)\$/\1/p" | grep . || echo 0
+}
+
+# a number of the "passthrough" object of dcfs stat --json
+pt_count() {
+	"$dcfs" stat --json "$mp" 2>/dev/null |
+		sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p" | head -1
+}
+
+# file $1 written through the mount with $3 writes of $2 bytes, then read
+# back through the mount and compared (never read natively here: that
+# would cache the backing file)
+dd_write() {
+	head -c $(($2 * $3)) /dev/urandom > "$run/src.bin" &&
+		dd if="$run/src.bin" of="$mp/$1" bs="$2" 2>/dev/null &&
+		cmp -s "$run/src.bin" "$mp/$1"
+}
 
 mkdir -p "$backing" "$mp"
-# Flusher off (as in dontcache_test run): only dcfs's RWF_DONTCACHE writes
+# Flusher off (as in dontcache_test run): only the RWF_DONTCACHE writes
 # and their kick can get the backing file's pages written back and dropped.
 echo 0 > /proc/sys/vm/dirty_writeback_centisecs
 echo 360000 > /proc/sys/vm/dirty_expire_centisecs
@@ -24,35 +58,67 @@ echo 50 > "/sys/class/bdi/$(stat -c %Hd:%Ld "$mnt")/min_ratio"
 echo "dcfs: flusher off: writeback_centisecs=$(cat /proc/sys/vm/dirty_writeback_centisecs) expire_centisecs=$(cat /proc/sys/vm/dirty_expire_centisecs) bdi min_ratio=$(cat "/sys/class/bdi/$(stat -c %Hd:%Ld "$mnt")/min_ratio")"
 printf '[global]\ndefault = dontcache\nmin_size = 0\n' > "$cfg"
 echo "dcfs: $dcfs -f -o config=$cfg $backing $mp"
-"$dcfs" -f -o config="$cfg" "$backing" "$mp" > "$run/dcfs.log" 2>&1 &
-pid=$!
-i=0
-until grep -q " $mp fuse" /proc/mounts; do
-	i=$((i + 1))
-	if [ $i -gt 100 ] || ! kill -0 $pid 2>/dev/null; then
-		echo "FAIL: dcfs did not mount"
-		cat "$run/dcfs.log"
-		echo "0 passed, 1 failed"
-		exit 1
-	fi
-	sleep 0.2
-done
-echo "PASS: dcfs mounted on $mp"
+dcfs_start "$dcfs" "$backing" "$mp" "$cfg" "$run/dcfs.log" || exit 1
+pass "dcfs mounted on $mp"
 
-# write a file through dcfs: the backing file on F2FS must not stay cached
-# The backing file is checked while the dcfs file is still open: dcfs
-# drops what it wrote uncached when the file is released, which would
-# hide pages the kernel left behind.
-"$t" stream "$mp/stream.mkv" 64 write "$backing/stream.mkv" || rc=1
-"$t" resident "$backing/stream.mkv" 15 || rc=1
-# read it back through dcfs (cold caches): again nothing may stay cached
-echo 3 > /proc/sys/vm/drop_caches
-"$t" stream "$mp/stream.mkv" 64 read || rc=1
-"$t" resident "$backing/stream.mkv" 30 || rc=1
-"$dcfs" stat "$mp" 2>/dev/null | head -20
+# stream_check NAME: 64 MiB written with 1 MiB writes through the mount and
+# read back; the backing file is checked while the dcfs file is still
+# open (dcfs drops what is left at release, which would hide pages the
+# kernel left behind), and after each step.  Both handles are O_RDWR.
+stream_check() {
+	"$t" stream "$mp/$1" 64 write "$backing/$1" || rc=1
+	"$t" resident "$backing/$1" 15 || rc=1
+	echo 3 > /proc/sys/vm/drop_caches
+	"$t" stream "$mp/$1" 64 read || rc=1
+	"$t" resident "$backing/$1" 30 || rc=1
+}
+
+echo "== 1. uncached passthrough: the kernel does the streams' I/O"
+if grep -q "uncached passthrough on" "$run/dcfs.log"; then
+	pass "the kernel offers uncached passthrough and dcfs took it"
+else
+	fail "dcfs log has no 'uncached passthrough on'"
+	grep passthrough "$run/dcfs.log"
+fi
+opens0=$(pt_count opens_kernel_uncached)
+stream_check stream.mkv
+# small and odd-sized writes: each a backing write of the kernel's
+for spec in 4096:4096 65536:256 4000:2048 10000:820; do
+	bs=${spec%%:*} n=${spec#*:}
+	if dd_write "w$bs.mkv" "$bs" "$n"; then
+		pass "$n writes of $bs bytes: content right"
+	else
+		fail "$n writes of $bs bytes through dcfs: content differs"
+	fi
+	"$t" resident "$backing/w$bs.mkv" 15 || rc=1
+done
+opens1=$(pt_count opens_kernel_uncached)
+w=$(requests write)
+r=$(requests read)
+if [ "$((opens1 - opens0))" -ge 6 ] && [ "$w" = 0 ] && [ "$r" = 0 ]; then
+	pass "$((opens1 - opens0)) uncached passthrough opens, 0 WRITE and 0 READ requests reached dcfs"
+else
+	fail "uncached passthrough opens $opens0 -> $opens1, WRITE requests $w, READ requests $r"
+fi
+
+echo "== 2. passthrough_uncached = no: dcfs's streaming engine"
+printf '[global]\ndefault = dontcache\nmin_size = 0\npassthrough_uncached = no\npassthrough_reads = no\n' > "$cfg"
+kill -HUP $pid
+sleep 1
+w0=$(requests write)
+stream_check engine.mkv
+w=$(requests write)
+opens2=$(pt_count opens_kernel_uncached)
+if [ "$w" -gt "$w0" ] && [ "$opens2" = "$opens1" ]; then
+	pass "the daemon wrote: WRITE requests $w0 -> $w, no new uncached passthrough open"
+else
+	fail "after the reload: WRITE requests $w0 -> $w, uncached passthrough opens $opens1 -> $opens2"
+fi
+"$dcfs" stat "$mp" 2>/dev/null | head -40
 
 umount "$mp" || rc=1
 wait $pid
 echo "---- dcfs log (tail) ----"
 tail -20 "$run/dcfs.log"
+echo "dcfs stage: $passed passed, $failed failed (dontcache_test lines above count apart)"
 exit $rc
