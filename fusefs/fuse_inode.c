@@ -66,18 +66,28 @@ static void dcfs_forget_multi(fuse_req_t req, size_t count,
 static void dcfs_getattr(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi)
 {
+	struct dcfs_inode *inode = dcfs_inode_of(ino);
 	struct stat st;
+	uint64_t gen;
 	int err;
 
-	wpipe_sync_inode(dcfs_inode_of(ino));
+	wpipe_sync_inode(inode);
+	gen = coherence_gen(inode);
 	if (fi)
 		err = (int)dcfs_err(fstat(dcfs_file_of(fi)->fd, &st));
 	else
-		err = inode_stat(dcfs_inode_of(ino), &st);
-	if (err)
+		err = inode_stat(inode, &st);
+	if (err) {
 		fuse_reply_err(req, -err);
-	else
-		fuse_reply_attr(req, &st, dcfs.opt.attr_timeout);
+		return;
+	}
+	/*
+	 * Changed in the backing tree: what the mount caches of it goes (not
+	 * while the kernel reads it through a backing file: nothing cached).
+	 */
+	if (coherence_changed_outside(inode, &st, gen) && !passthrough_backed(inode))
+		notify_inval(ino, 0, 0, 0);
+	fuse_reply_attr(req, &st, dcfs.opt.attr_timeout);
 }
 
 /*
@@ -179,6 +189,9 @@ static void dcfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		fuse_reply_err(req, -err);
 		return;
 	}
+	/* A new size or mtime of the mount's own: not a change from outside. */
+	if (valid & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
+		coherence_changed_inside(inode);
 	dcfs_getattr(req, ino, fi);
 }
 

@@ -224,11 +224,17 @@ int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi)
 	struct dcfs_decision d;
 	struct dcfs_config *cfg;
 	struct stat st;
-	bool writable = (f->flags & O_ACCMODE) != O_RDONLY;
+	bool writable = (f->flags & O_ACCMODE) != O_RDONLY, outside;
+	uint64_t gen;
 	int err;
 
+	/* The open has just truncated it, through the mount. */
+	if (f->flags & O_TRUNC)
+		coherence_changed_inside(f->inode);
+	gen = coherence_gen(f->inode);
 	if (fstat(f->fd, &st) < 0)
 		return -errno;
+	outside = coherence_changed_outside(f->inode, &st, gen);
 	if (!S_ISREG(st.st_mode)) {
 		f->io = &io_plain;
 		return 0;
@@ -240,6 +246,9 @@ int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi)
 		return err;
 	}
 	apply_decision(f, &d, cfg, fi);
+	/* Close-to-open: the kernel drops what it cached before open returns. */
+	if (outside)
+		fi->keep_cache = 0;
 	err = attach_wpipe(f, cfg);
 	config_put(cfg);
 	if (err)

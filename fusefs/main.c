@@ -58,8 +58,14 @@ static void dcfs_init(void *userdata, struct fuse_conn_info *conn)
 	/* Node ids are safe to receive back (nodeid.c): allow re-export. */
 	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
 		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
-	/* Backing files may change under us; let the kernel notice via mtime. */
-	conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+	/*
+	 * Not FUSE_AUTO_INVAL_DATA (libfuse asks for it by default): the
+	 * kernel would drop a file's cache at the first attribute refresh
+	 * after each of our own writes, and such a drop can hit a
+	 * write-through write in flight and leave old data cached after it
+	 * returned.  coherence.c notices changes made outside the mount.
+	 */
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	conn->time_gran = 1;
 	log_info("mounted %s on %s: max_write %u, max_readahead %u\n",

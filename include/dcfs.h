@@ -51,6 +51,8 @@ struct dcfs_inode {
 	uint64_t nlookup; /* protected by table lock */
 	/* Bumped by every change of the data through the mount. */
 	_Atomic uint64_t data_gen;
+	/* What coherence.c last saw of the backing file (0: nothing yet). */
+	_Atomic uint64_t seen;
 };
 
 struct dcfs_file;
@@ -214,6 +216,12 @@ int inode_lookup(struct dcfs_inode *parent, const char *name,
 int inode_lookup_again(struct dcfs_inode *inode, struct fuse_entry_param *e);
 int inode_lookup_open_fd(int fd, struct fuse_entry_param *e);
 int inode_lookup_ghost(fuse_ino_t id, struct fuse_entry_param *e);
+
+/* coherence.c: changes of a file's data made outside the mount */
+uint64_t coherence_gen(struct dcfs_inode *inode);
+bool coherence_changed_outside(struct dcfs_inode *inode, const struct stat *st,
+			       uint64_t gen);
+void coherence_changed_inside(struct dcfs_inode *inode);
 void inode_forget(struct dcfs_inode *inode, uint64_t n);
 int inode_stat(struct dcfs_inode *inode, struct stat *st);
 void inode_proc_path(int fd, char buf[64]);

@@ -1,9 +1,11 @@
 /* Regular file operations through dcfs, compared with the backing fs. */
 #include "harness.h"
+#include "own_mount.h"
 
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/xattr.h>
@@ -713,6 +715,175 @@ START_TEST(files_shared_fd_concurrent_reads)
 }
 END_TEST
 
+/* ---- coherence of the mount's page cache (KNOWN_FAILURES #9) ---------------- */
+
+#define COH_LEN (4u << 20)
+
+static void pwrite_all(int fd, const void *buf, size_t len, off_t off)
+{
+	ck_assert_msg(pwrite(fd, buf, len, off) == (ssize_t)len, "pwrite: %s", strerror(errno));
+}
+
+/*
+ * Our own write must not make the kernel drop the rest of a file's cache
+ * (FUSE_AUTO_INVAL_DATA would, at the next attribute refresh, because the
+ * mtime changed; such a drop can hit another write in flight and cache
+ * old data).  Meaningful where the mount caches the file (-o nopassthrough,
+ * auto); elsewhere there is no FUSE cache and the test only checks data.
+ */
+START_TEST(files_own_write_keeps_cache)
+{
+	T_BEGIN();
+	unsigned char *a = malloc(COH_LEN), *b = malloc(COH_LEN);
+	struct timespec old[2] = { { 1000000000, 0 }, { 1000000000, 0 } };
+	fill_pattern(a, COH_LEN, 11);
+	ck_assert_int_eq(write_file(PM("f"), a, COH_LEN, 0644), 0);
+	/* an mtime far from now, so that the write below surely changes it */
+	ck_assert_int_eq(utimensat(AT_FDCWD, PM("f"), old, 0), 0);
+	int r = open(PM("f"), O_RDONLY);
+	ck_assert_int_ge(r, 0);
+	ck_assert_int_eq(pread(r, b, COH_LEN, 0), COH_LEN);
+	long long before = resident_pages(r);
+	int w = open(PM("f"), O_WRONLY);
+	ck_assert_int_ge(w, 0);
+	memset(a, 0x5a, 4096);
+	pwrite_all(w, a, 4096, 0);
+	struct stat st;
+	ck_assert_int_eq(fstat(r, &st), 0); /* a GETATTR: the mtime is new */
+	ck_assert_int_eq(pread(r, b, 1, COH_LEN - 1), 1);
+	long long after = resident_range(r, 4096, COH_LEN - 4096);
+	if (before > 0)
+		ck_assert_msg(after >= before - 1 - 16,
+			      "the mount's cache of the file went from %lld to %lld pages after a write of "
+			      "its first page through the mount",
+			      before, after);
+	ck_assert_int_eq(pread(r, b, COH_LEN, 0), COH_LEN);
+	ck_assert_msg(memcmp(a, b, COH_LEN) == 0, "content differs after the write");
+	close(w);
+	close(r);
+	free(a);
+	free(b);
+}
+END_TEST
+
+/* A change made directly in the backing tree: seen by the next open through
+ * the mount (close-to-open), and by a held handle once the file was
+ * stat()ed through the mount after the attribute timeout. */
+START_TEST(files_outside_change_seen)
+{
+	T_BEGIN();
+	unsigned char *a = malloc(COH_LEN), *b = malloc(COH_LEN), *c = malloc(COH_LEN);
+	struct timespec later[2] = { { 0, UTIME_OMIT }, { 2000000000, 0 } };
+	fill_pattern(a, COH_LEN, 21);
+	fill_pattern(b, COH_LEN, 22);
+	for (int i = 0; i < 2; i++) {
+		const char *name = i ? "held" : "reopen";
+		ck_assert_int_eq(write_file(PM("%s", name), a, COH_LEN, 0644), 0);
+		int r = open(PM("%s", name), O_RDONLY);
+		ck_assert_int_ge(r, 0);
+		ck_assert_int_eq(pread(r, c, COH_LEN, 0), COH_LEN);
+		/* rewritten behind the mount's back, same size, another mtime */
+		int e = open(PE("%s", name), O_WRONLY);
+		ck_assert_int_ge(e, 0);
+		pwrite_all(e, b, COH_LEN, 0);
+		ck_assert_int_eq(futimens(e, later), 0);
+		close(e);
+		if (i == 0) {
+			int n = open(PM("%s", name), O_RDONLY);
+			ck_assert_int_ge(n, 0);
+			ck_assert_int_eq(pread(n, c, COH_LEN, 0), COH_LEN);
+			ck_assert_msg(memcmp(b, c, COH_LEN) == 0,
+				      "an open after the change read the old data (close-to-open)");
+			close(n);
+		} else {
+			/* the attributes the kernel holds expire (attr_timeout 1 s) */
+			sleep_ms(1200);
+			struct stat st;
+			ck_assert_int_eq(fstat(r, &st), 0);
+			double t0 = now_s();
+			int same;
+			do {
+				ck_assert_int_eq(pread(r, c, COH_LEN, 0), COH_LEN);
+				same = memcmp(b, c, COH_LEN) == 0;
+				if (!same)
+					sleep_ms(20);
+			} while (!same && now_s() - t0 < 5 * deadline_scale());
+			ck_assert_msg(same, "a held handle still reads the old data 5 s after a stat");
+		}
+		close(r);
+	}
+	free(a);
+	free(b);
+	free(c);
+}
+END_TEST
+
+/*
+ * The race itself: a writer reads back each write while readers of other
+ * handles read the file (each read after a write refreshes attributes).
+ * With FUSE_AUTO_INVAL_DATA about 1 stale read-back per 10 s here; bounded
+ * at 4 s, so it catches the old behaviour only now and then.
+ */
+static atomic_int race_stop;
+static const char *race_path;
+
+static void *race_reader(void *arg)
+{
+	unsigned char *buf = malloc(65536);
+	unsigned s = (unsigned)(uintptr_t)arg;
+	int fd = open(race_path, O_RDONLY);
+	while (fd >= 0 && !atomic_load(&race_stop)) {
+		s = s * 1103515245u + 12345u;
+		if (pread(fd, buf, 65536, (off_t)((s >> 4) % (COH_LEN - 65536))) < 0)
+			break;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return NULL;
+}
+
+START_TEST(files_write_readback_race)
+{
+	T_BEGIN();
+	unsigned char *w = malloc(256 << 10), *r = malloc(256 << 10);
+	static char path[PATH_MAX];
+	pthread_t th[2];
+	unsigned s = 7;
+	long writes = 0, stale = 0;
+	snprintf(path, sizeof path, "%s", PM("race"));
+	race_path = path;
+	memset(w, 1, 256 << 10);
+	int fd = open(path, O_RDWR | O_CREAT, 0644);
+	ck_assert_int_ge(fd, 0);
+	for (off_t o = 0; o < COH_LEN; o += 256 << 10)
+		pwrite_all(fd, w, 256 << 10, o);
+	atomic_store(&race_stop, 0);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, race_reader, (void *)(uintptr_t)(i + 1)), 0);
+	for (double t0 = now_s(); now_s() - t0 < 4;) {
+		size_t len, off;
+		s = s * 1103515245u + 12345u;
+		len = 4096 + (s >> 8) % ((256 << 10) - 4096);
+		s = s * 1103515245u + 12345u;
+		off = (s >> 4) % (COH_LEN - len);
+		memset(w, (int)(writes % 250) + 2, len);
+		pwrite_all(fd, w, len, (off_t)off);
+		writes++;
+		ck_assert_int_eq(pread(fd, r, len, (off_t)off), (ssize_t)len);
+		if (memcmp(w, r, len) != 0)
+			stale++;
+	}
+	atomic_store(&race_stop, 1);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	close(fd);
+	free(w);
+	free(r);
+	ck_assert_msg(stale == 0, "%ld of %ld writes read back old data", stale, writes);
+}
+END_TEST
+
 void add_files_tests(TCase *tc)
 {
 	tcase_add_test(tc, files_create_excl);
@@ -732,4 +903,11 @@ void add_files_tests(TCase *tc)
 	tcase_add_test(tc, files_concurrent_writers);
 	if (CFG_DATA_HEAVY())
 		tcase_add_test(tc, files_shared_fd_concurrent_reads);
+	/* the streaming classes drop the mount's cache on purpose */
+	if (!g_adding_cfg || !g_adding_cfg->conf || strstr(g_adding_cfg->conf, "default = auto"))
+		tcase_add_test(tc, files_own_write_keeps_cache);
+	tcase_add_test(tc, files_outside_change_seen);
+	/* where writes go through the mount's page cache */
+	if (g_adding_cfg && g_adding_cfg->opts && strstr(g_adding_cfg->opts, "nopassthrough"))
+		tcase_add_test(tc, files_write_readback_race);
 }
