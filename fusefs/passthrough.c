@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Kernel FUSE passthrough (Linux >= 6.9) on libfuse 3.14, which has no API
- * for it.  This is the one place that knows the protocol layouts libfuse
- * 3.14 lacks; everything else keeps using libfuse.
+ * for it.  This is the one place that uses the protocol layouts libfuse
+ * 3.14 lacks (named in dcfs_fuse_proto.h); everything else keeps using
+ * libfuse.
  *
  * Mechanism.  libfuse mounts the session as always (fuse_session_mount(),
  * so fusermount3, the mount options and unmounting are unchanged); then
@@ -97,64 +98,19 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "dcfs_fuse_proto.h"
 #include "dcfs_io.h"
 #include "dcfs_policy.h"
 
 /*
- * Protocol 7.40 names Debian 12's <linux/fuse.h> (7.38) lacks.  The struct
- * layouts are the header's; the two fields 7.40 gave names to were padding
- * before, and the checks below pin where they are.
+ * Open flags the kernel accepts together with FOPEN_PASSTHROUGH.  The
+ * uncached ones are only ever sent where the kernel offered them at INIT:
+ * a kernel without kernel-patches/0022 fails such opens with EIO.
  */
-#define PT_INIT_PASSTHROUGH (1U << (37 - 32)) /* FUSE_PASSTHROUGH in flags2 */
-#define PT_INIT_ALLOW_MMAP (1U << (36 - 32))  /* FUSE_DIRECT_IO_ALLOW_MMAP */
-#define PT_FOPEN_PASSTHROUGH (1U << 7)
-/*
- * Uncached passthrough, from this project's kernel series
- * (kernel-patches/0022, not in mainline): offered at INIT as
- * FUSE_PASSTHROUGH_DONTCACHE (flags2 bit 31); then an open may ask the
- * kernel to read and/or write its backing file with RWF_DONTCACHE.  A
- * kernel that did not offer it fails such opens with EIO, so these bits
- * are only ever sent where it was offered.
- */
-#define PT_INIT_DONTCACHE (1U << (63 - 32))
-#define PT_FOPEN_DONTCACHE_READ (1U << 30)
-#define PT_FOPEN_DONTCACHE_WRITE (1U << 31)
-/* Open flags the kernel accepts together with FOPEN_PASSTHROUGH. */
 #define PT_FOPEN_ALLOWED (PT_FOPEN_PASSTHROUGH | FOPEN_DIRECT_IO | \
 			  FOPEN_PARALLEL_DIRECT_WRITES | FOPEN_NOFLUSH | \
-			  PT_FOPEN_DONTCACHE_READ | PT_FOPEN_DONTCACHE_WRITE)
+			  PT_FOPEN_DONTCACHE)
 #define PT_MAX_STACK_DEPTH 1
-
-struct pt_backing_map {
-	int32_t fd;
-	uint32_t flags;
-	uint64_t padding;
-};
-#define PT_IOC_BACKING_OPEN _IOW(FUSE_DEV_IOC_MAGIC, 1, struct pt_backing_map)
-#define PT_IOC_BACKING_CLOSE _IOW(FUSE_DEV_IOC_MAGIC, 2, uint32_t)
-
-#ifdef FUSE_PASSTHROUGH
-_Static_assert(FUSE_PASSTHROUGH >> 32 == PT_INIT_PASSTHROUGH, "FUSE_PASSTHROUGH");
-_Static_assert(FOPEN_PASSTHROUGH == PT_FOPEN_PASSTHROUGH, "FOPEN_PASSTHROUGH");
-_Static_assert(FUSE_DEV_IOC_BACKING_OPEN == PT_IOC_BACKING_OPEN, "BACKING_OPEN");
-#endif
-_Static_assert(sizeof(struct pt_backing_map) == 16, "fuse_backing_map");
-_Static_assert(sizeof(struct fuse_in_header) == 40, "fuse_in_header");
-_Static_assert(sizeof(struct fuse_out_header) == 16, "fuse_out_header");
-_Static_assert(offsetof(struct fuse_init_in, flags) == 12, "init_in.flags");
-_Static_assert(offsetof(struct fuse_init_in, flags2) == 16, "init_in.flags2");
-_Static_assert(sizeof(struct fuse_init_out) == 64, "fuse_init_out");
-_Static_assert(offsetof(struct fuse_init_out, flags) == 12, "init_out.flags");
-_Static_assert(offsetof(struct fuse_init_out, flags2) == 32, "init_out.flags2");
-/* max_stack_depth is 7.38's unused[0] */
-_Static_assert(offsetof(struct fuse_init_out, unused) == 36, "max_stack_depth");
-_Static_assert(sizeof(struct fuse_open_out) == 16, "fuse_open_out");
-/* backing_id is 7.38's padding */
-_Static_assert(offsetof(struct fuse_open_out, padding) == 12, "backing_id");
-_Static_assert(sizeof(struct fuse_entry_out) == 128, "fuse_entry_out");
-
-#define INIT_OUT_MAX_STACK_DEPTH offsetof(struct fuse_init_out, unused)
-#define OPEN_OUT_BACKING_ID offsetof(struct fuse_open_out, padding)
 
 /* How the kernel does one handle's I/O (struct dcfs_file .pt). */
 enum { PT_NONE, PT_KERNEL, PT_DAEMON, PT_FWD };
@@ -776,19 +732,19 @@ static ssize_t write_init(int fd, struct iovec *iov, int count)
 	 */
 	if (atomic_load(&pt.init_flags) & FUSE_HANDLE_KILLPRIV_V2)
 		out->flags |= FUSE_HANDLE_KILLPRIV_V2;
-	if (offer & PT_INIT_ALLOW_MMAP) {
-		out->flags2 |= PT_INIT_ALLOW_MMAP;
+	if (offer & PT_FLAGS2(PT_INIT_ALLOW_MMAP)) {
+		out->flags2 |= PT_FLAGS2(PT_INIT_ALLOW_MMAP);
 		atomic_store(&pt.mmap, true);
 	}
 	out->flags2 |= uring_accept(fd, offer, uring_payload(out));
-	if (want_pt && (offer & PT_INIT_PASSTHROUGH) &&
+	if (want_pt && (offer & PT_FLAGS2(PT_INIT_PASSTHROUGH)) &&
 	    !(out->flags & FUSE_WRITEBACK_CACHE)) {
-		out->flags2 |= PT_INIT_PASSTHROUGH;
+		out->flags2 |= PT_FLAGS2(PT_INIT_PASSTHROUGH);
 		memcpy((char *)out + INIT_OUT_MAX_STACK_DEPTH, &depth,
 		       sizeof(depth));
 		atomic_store(&pt.on, true);
-		if (offer & PT_INIT_DONTCACHE) {
-			out->flags2 |= PT_INIT_DONTCACHE;
+		if (offer & PT_FLAGS2(PT_INIT_DONTCACHE)) {
+			out->flags2 |= PT_FLAGS2(PT_INIT_DONTCACHE);
 			atomic_store(&pt.dontcache, true);
 		}
 	} else {
@@ -816,7 +772,7 @@ void passthrough_summary(char *buf, size_t size)
 		snprintf(buf, size, "off (-o nopassthrough)");
 	else if (pt.no_admin)
 		snprintf(buf, size, "off (the daemon lacks CAP_SYS_ADMIN)");
-	else if (atomic_load(&pt.init_flags2) & PT_INIT_PASSTHROUGH)
+	else if (atomic_load(&pt.init_flags2) & PT_FLAGS2(PT_INIT_PASSTHROUGH))
 		snprintf(buf, size, "offered by the kernel");
 	else
 		snprintf(buf, size, "not offered by the kernel");

@@ -1,16 +1,21 @@
 #!/bin/bash
 # make test / test-control / test-kasan: boot a UML kernel on F2FS and run
-# test/dontcache_test.c in it.
+# test/dontcache_test.c in it (and test/fuse_pt_test.c, patched and control).
 #
 #   test.sh patched   F2FS on ubd (full test + unlink/truncate/umount race
 #                     + write/delete/GC workload + fsck.f2fs), the same on
 #                     an image made with mkfs.f2fs -s 128,
 #                     F2FS on null_blk with irqmode 0, 1 and 2 (residency
 #                     checks), the raw ubd device, ext2, exFAT, ext4 and
-#                     xfs (blockfs), then dcfs over F2FS, with uncached
+#                     xfs (blockfs), uncached FUSE passthrough
+#                     (fuse-pt: fuse_pt_test's own FUSE server, backing
+#                     files on F2FS, ext4, xfs; refused on tmpfs), then
+#                     dcfs over F2FS, with uncached
 #                     passthrough and with its own engine (gating; skipped only if
 #                     build/dcfs is missing or lacks the dontcache class)
-#   test.sh control   unpatched kernel: RWF_DONTCACHE must fail (EOPNOTSUPP)
+#   test.sh control   unpatched kernel: RWF_DONTCACHE must fail (EOPNOTSUPP);
+#                     FUSE_PASSTHROUGH_DONTCACHE not offered, its open
+#                     flags refused (fuse-pt-control)
 #   test.sh kasan     CONFIG_KASAN kernel: full test + a longer race
 source "$(dirname "$0")/common.sh"
 source "$(dirname "$0")/uml-run.sh"
@@ -29,6 +34,9 @@ rm -rf "$RUN"
 mkdir -p "$RUN/bin" "$RUN/mnt" "$RUN/host"
 gcc -O2 -Wall -Wextra -Werror -static -pthread -o "$RUN/bin/dontcache_test" \
 	"$KP_DIR/test/dontcache_test.c" || die "building the test program failed"
+gcc -O2 -Wall -Wextra -Werror -static -pthread -I"$KP_DIR/../include" \
+	-o "$RUN/bin/fuse_pt_test" \
+	"$KP_DIR/test/fuse_pt_test.c" || die "building fuse_pt_test failed"
 
 pass=0 fail=0 skip=0 t_start=$(date +%s)
 stage() {	# $1 = name
@@ -54,6 +62,14 @@ control)
 	make_f2fs_image "$RUN/f2fs.img" 256M
 	uml_boot "$KERNEL" control control "$RUN" "$RUN/f2fs.img" 300
 	stage control
+
+	# ... and must not offer FUSE_PASSTHROUGH_DONTCACHE; opens using its
+	# flags anyway fail (same image, reused)
+	cp "$KP_DIR/test/fuse-pt-guest.sh" "$RUN/"
+	UML_EXTRA="T_SCRIPT=fuse-pt-guest.sh T_FUSE_PT=control" \
+		uml_boot "$KERNEL" fuse-pt-control script "$RUN" \
+		"$RUN/f2fs.img" 300
+	stage fuse-pt-control
 	;;
 kasan)
 	make_f2fs_image "$RUN/f2fs.img" 1G
@@ -102,6 +118,18 @@ ubd4=$RUN/xfs.img" \
 		uml_boot "$KERNEL" blockfs blockfs "$RUN" "$RUN/raw.img" 600
 	stage blockfs
 	rm -f "$RUN"/{raw,ext2,exfat,ext4,xfs}.img
+
+	# 3b. FUSE passthrough with uncached backing I/O (patches 21-22),
+	#     without dcfs: fuse_pt_test is its own FUSE server; backing
+	#     files on F2FS (ubd0), ext4 (ubd1) and xfs (ubd2), the refusal
+	#     on tmpfs
+	cp "$KP_DIR/test/fuse-pt-guest.sh" "$RUN/"
+	make_f2fs_image "$RUN/f2fs.img" 1G
+	make_blockfs_images "$RUN"
+	UML_EXTRA="T_SCRIPT=fuse-pt-guest.sh ubd1=$RUN/ext4.img ubd2=$RUN/xfs.img" \
+		uml_boot "$KERNEL" fuse-pt script "$RUN" "$RUN/f2fs.img" 900
+	stage fuse-pt
+	rm -f "$RUN"/{ext2,exfat,ext4,xfs}.img
 
 	# 4. dcfs over F2FS inside the patched guest
 	DCFS=$KP_DIR/../build/dcfs

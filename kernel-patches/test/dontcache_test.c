@@ -54,74 +54,22 @@
 #include <sys/uio.h>
 #include <pthread.h>
 
+#include "kt_common.h"
+
 #ifndef RWF_DONTCACHE
 #define RWF_DONTCACHE 0x00000080
 #endif
 #ifndef FS_COMPR_FL
 #define FS_COMPR_FL 0x00000004
 #endif
-#define NR_CACHESTAT 451
 
 #define KIB 1024UL
 #define MIB (1024UL * 1024UL)
 #define FILE_SIZE (8 * MIB)
 #define PAGE 4096UL
 
-struct cs_range {
-	uint64_t off;
-	uint64_t len;
-};
-
-struct cs_stat {
-	uint64_t nr_cache;
-	uint64_t nr_dirty;
-	uint64_t nr_writeback;
-	uint64_t nr_evicted;
-	uint64_t nr_recently_evicted;
-};
-
-static int passed, failed;
 static const char *mnt;
 static const char *fstype = "f2fs";	/* for verify_after_remount() */
-
-static void check(int ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s: ", ok ? "PASS" : "FAIL");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-	if (ok)
-		passed++;
-	else
-		failed++;
-}
-
-static void die(const char *what)
-{
-	printf("FAIL: %s: %s\n", what, strerror(errno));
-	printf("%d passed, %d failed\n", passed, failed + 1);
-	exit(1);
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ULL;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-	return x ^ (x >> 31);
-}
 
 /* deterministic content: 8-byte words derived from seed and file offset */
 static void fill(unsigned char *buf, size_t len, uint64_t off, uint64_t seed)
@@ -146,9 +94,7 @@ static uint64_t fnv(const unsigned char *p, size_t len)
 
 static int cachestat(int fd, struct cs_stat *cs)
 {
-	struct cs_range r = { 0, 0 };
-
-	return syscall(NR_CACHESTAT, fd, &r, cs, 0);
+	return cachestat_range(fd, 0, 0, cs);
 }
 
 static uint64_t resident(int fd)

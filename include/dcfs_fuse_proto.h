@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * FUSE protocol names Debian 12's <linux/fuse.h> (7.38) lacks: kernel
+ * passthrough (7.40) and the uncached passthrough of this project's kernel
+ * series (kernel-patches/0022, not in mainline: the top bits of their
+ * fields).  The struct layouts are the header's; the fields 7.40 gave names
+ * to were padding before, and the asserts pin where they are.  Used by the
+ * daemon (fusefs/passthrough.c) and by the kernel series' own FUSE server
+ * test (kernel-patches/test/fuse_pt_test.c).
+ */
+#ifndef DCFS_FUSE_PROTO_H
+#define DCFS_FUSE_PROTO_H
+
+#include <linux/fuse.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
+
+#define PT_PROTO_MINOR 40 /* passthrough */
+
+/* INIT flags, 64 bits wide: the upper half travels in flags2. */
+#define PT_INIT_ALLOW_MMAP (1ULL << 36)	 /* FUSE_DIRECT_IO_ALLOW_MMAP */
+#define PT_INIT_PASSTHROUGH (1ULL << 37) /* FUSE_PASSTHROUGH */
+#define PT_INIT_DONTCACHE (1ULL << 63)	 /* FUSE_PASSTHROUGH_DONTCACHE */
+#define PT_FLAGS2(flag) ((uint32_t)((flag) >> 32))
+
+#define PT_FOPEN_PASSTHROUGH (1U << 7)
+#define PT_FOPEN_DONTCACHE_READ (1U << 30)
+#define PT_FOPEN_DONTCACHE_WRITE (1U << 31)
+#define PT_FOPEN_DONTCACHE (PT_FOPEN_DONTCACHE_READ | PT_FOPEN_DONTCACHE_WRITE)
+
+struct pt_backing_map {
+	int32_t fd;
+	uint32_t flags;
+	uint64_t padding;
+};
+#define PT_IOC_BACKING_OPEN _IOW(FUSE_DEV_IOC_MAGIC, 1, struct pt_backing_map)
+#define PT_IOC_BACKING_CLOSE _IOW(FUSE_DEV_IOC_MAGIC, 2, uint32_t)
+
+#ifdef FUSE_PASSTHROUGH
+_Static_assert(FUSE_PASSTHROUGH == PT_INIT_PASSTHROUGH, "FUSE_PASSTHROUGH");
+_Static_assert(FOPEN_PASSTHROUGH == PT_FOPEN_PASSTHROUGH, "FOPEN_PASSTHROUGH");
+_Static_assert(FUSE_DEV_IOC_BACKING_OPEN == PT_IOC_BACKING_OPEN, "BACKING_OPEN");
+_Static_assert(FUSE_DEV_IOC_BACKING_CLOSE == PT_IOC_BACKING_CLOSE, "BACKING_CLOSE");
+#endif
+#ifdef FUSE_PASSTHROUGH_DONTCACHE
+_Static_assert(FUSE_PASSTHROUGH_DONTCACHE == PT_INIT_DONTCACHE, "INIT bit");
+_Static_assert(FOPEN_PASSTHROUGH_DONTCACHE_READ == PT_FOPEN_DONTCACHE_READ, "READ");
+_Static_assert(FOPEN_PASSTHROUGH_DONTCACHE_WRITE == PT_FOPEN_DONTCACHE_WRITE, "WRITE");
+#endif
+_Static_assert(sizeof(struct pt_backing_map) == 16, "fuse_backing_map");
+_Static_assert(sizeof(struct fuse_in_header) == 40, "fuse_in_header");
+_Static_assert(sizeof(struct fuse_out_header) == 16, "fuse_out_header");
+_Static_assert(offsetof(struct fuse_init_in, flags) == 12, "init_in.flags");
+_Static_assert(offsetof(struct fuse_init_in, flags2) == 16, "init_in.flags2");
+_Static_assert(sizeof(struct fuse_init_out) == 64, "fuse_init_out");
+_Static_assert(offsetof(struct fuse_init_out, flags) == 12, "init_out.flags");
+_Static_assert(offsetof(struct fuse_init_out, flags2) == 32, "init_out.flags2");
+/* max_stack_depth is 7.38's unused[0] */
+_Static_assert(offsetof(struct fuse_init_out, unused) == 36, "max_stack_depth");
+_Static_assert(sizeof(struct fuse_open_out) == 16, "fuse_open_out");
+/* backing_id is 7.38's padding */
+_Static_assert(offsetof(struct fuse_open_out, padding) == 12, "backing_id");
+_Static_assert(sizeof(struct fuse_entry_out) == 128, "fuse_entry_out");
+
+#define INIT_OUT_MAX_STACK_DEPTH offsetof(struct fuse_init_out, unused)
+#define OPEN_OUT_BACKING_ID offsetof(struct fuse_open_out, padding)
+
+#endif

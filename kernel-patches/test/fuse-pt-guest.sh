@@ -1,0 +1,71 @@
+#!/bin/sh
+# Guest part of the fuse-pt stage (T_MODE=script T_SCRIPT=fuse-pt-guest.sh):
+# FUSE passthrough with uncached backing I/O (patches 0021-0022), checked
+# by fuse_pt_test, which is its own FUSE server, with the backing files on
+# F2FS, ext4 and xfs, and the refusal on tmpfs.
+# Disks (made on the host by test.sh): ubda F2FS, ubdb ext4, ubdc xfs.
+# T_FUSE_PT=control (the unpatched kernel; only ubda): the kernel must not
+# offer FUSE_PASSTHROUGH_DONTCACHE, and opens using its flags must fail.
+# $1 = directory of fuse_pt_test, $2 = mount point.
+bin=$1 mnt=$2 rc=0
+t=$bin/fuse_pt_test
+backing=$mnt/fuse-pt-backing
+
+# Flusher off (as in dcfs-guest.sh): only the uncached writes' own kick can
+# get the backing files written back and dropped, so 0 resident pages after
+# the writes is their doing, not the periodic flusher's.
+echo 0 > /proc/sys/vm/dirty_writeback_centisecs
+echo 360000 > /proc/sys/vm/dirty_expire_centisecs
+echo 90 > /proc/sys/vm/dirty_ratio
+echo 80 > /proc/sys/vm/dirty_background_ratio
+
+run() {	# fuse_pt_test arguments
+	echo "-- fuse_pt_test $*"
+	"$t" "$@" || rc=1
+}
+
+# $1 = file system, $2 = device, $3... = subcommands run on a backing
+# directory there
+on_fs() {
+	fs=$1 dev=$2
+	shift 2
+	echo "== $fs on $dev"
+	if ! mount -t "$fs" "$dev" "$mnt"; then
+		echo "FAIL: mounting $fs on $dev"
+		rc=1
+		return
+	fi
+	# a fresh device's share of the background threshold is ~0, which
+	# would start background writeback at the first dirty page (see
+	# dontcache_test.c flusher_off()); reset below, the sum must stay <= 100
+	min_ratio=/sys/class/bdi/$(stat -c %Hd:%Ld "$mnt")/min_ratio
+	echo 50 > "$min_ratio"
+	mkdir -p "$backing"
+	for cmd in "$@"; do
+		run "$cmd" "$backing"
+	done
+	echo 0 > "$min_ratio"
+	umount "$mnt" || { echo "FAIL: umount $fs"; rc=1; }
+}
+
+if [ "${T_FUSE_PT:-patched}" = control ]; then
+	run offer expect-no
+	on_fs f2fs /dev/ubda unnegotiated
+	exit $rc
+fi
+
+run offer expect-yes
+on_fs f2fs /dev/ubda uncached mixed unnegotiated
+on_fs ext4 /dev/ubdb uncached mixed unnegotiated
+on_fs xfs /dev/ubdc uncached mixed unnegotiated
+
+echo "== tmpfs (no RWF_DONTCACHE)"
+if mount -t tmpfs -o size=64m tmpfs "$mnt"; then
+	mkdir -p "$backing"
+	run refuse "$backing"
+	umount "$mnt" || { echo "FAIL: umount tmpfs"; rc=1; }
+else
+	echo "FAIL: mounting tmpfs"
+	rc=1
+fi
+exit $rc
