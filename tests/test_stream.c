@@ -24,6 +24,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/statvfs.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1294,6 +1295,28 @@ static bool serves_uring(const char *mnt)
 	return on;
 }
 
+/* Free MiB of the filesystem holding dir, once what earlier tests removed
+ * is really free (xfs frees unlinked inodes in the background): the write
+ * engine writes at once, not adopted, below 64 MiB + what is in flight. */
+static long long free_mib_settled(const char *dir, long long want)
+{
+	struct statfs sf;
+	long long mib = -1;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY);
+
+	for (double t0 = now_s(); fd >= 0 && now_s() - t0 < 10 * deadline_scale(); sleep_ms(100)) {
+		syncfs(fd);
+		if (fstatfs(fd, &sf) < 0)
+			break;
+		mib = (long long)((uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize >> 20);
+		if (mib >= want)
+			break;
+	}
+	if (fd >= 0)
+		close(fd);
+	return mib;
+}
+
 /* Under io_uring the kernel fixes each entry's buffer, so a 1 MiB write
  * cannot be adopted: it is copied into a job.  The same data, order and
  * background writes are checked, no adoptions expected. */
@@ -1311,6 +1334,9 @@ static void adopted_case(const char *mnt, const char *exp, const char *label)
 	long long ad0 = stats_get(mnt, "dontcache", "writes_adopted");
 	long long bg0 = stats_get(mnt, "dontcache", "background_writes");
 	ck_assert_msg(ad0 >= 0 && bg0 >= 0, "%s: no writes_adopted/background_writes counters", label);
+	long long free_mib = free_mib_settled(exp, 160);
+	ck_assert_msg(free_mib >= 160, "%s: the backing filesystem has only %lld MiB free", label,
+		      free_mib);
 	int w = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
 	int r = open(path, O_RDONLY);
 	ck_assert(w >= 0 && r >= 0);
@@ -1358,8 +1384,8 @@ static void adopted_case(const char *mnt, const char *exp, const char *label)
 	long long ad = stats_get(mnt, "dontcache", "writes_adopted") - ad0;
 	long long bg = stats_get(mnt, "dontcache", "background_writes") - bg0;
 	long long left = wait_resident_le(bpath, max_left(), 10);
-	printf("stream-%s %s: %d 1 MiB writes, %lld adopted, %lld background writes, %lld pages resident\n",
-	       sk_names[g_sk], label, big, ad, bg, left);
+	printf("stream-%s %s: %d 1 MiB writes, %lld adopted, %lld background writes, %lld pages resident (%lld MiB free before)\n",
+	       sk_names[g_sk], label, big, ad, bg, left, free_mib);
 	fflush(stdout);
 	/* The fallback (btrfs) keeps what the other handles left resident as
 	 * someone else's pages (see stream_append_order). */
