@@ -761,6 +761,7 @@ START_TEST(files_own_write_keeps_cache)
 	ck_assert_msg(memcmp(a, b, COH_LEN) == 0, "content differs after the write");
 	close(w);
 	close(r);
+	unlink(PM("f")); /* the backing filesystems are shared by every test */
 	free(a);
 	free(b);
 }
@@ -811,6 +812,7 @@ START_TEST(files_outside_change_seen)
 			ck_assert_msg(same, "a held handle still reads the old data 5 s after a stat");
 		}
 		close(r);
+		unlink(PM("%s", name));
 	}
 	free(a);
 	free(b);
@@ -878,6 +880,7 @@ START_TEST(files_write_readback_race)
 	for (int i = 0; i < 2; i++)
 		pthread_join(th[i], NULL);
 	close(fd);
+	unlink(path);
 	free(w);
 	free(r);
 	ck_assert_msg(stale == 0, "%ld of %ld writes read back old data", stale, writes);
