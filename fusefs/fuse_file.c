@@ -111,6 +111,9 @@ static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
 		f->fuse_cached = false;
 	if (f->dropbehind_wish && passthrough_by_kernel(f))
 		dropbehind_add(f);
+	/* Whether what such a stream leaves may go at release (dropbehind.c). */
+	if (f->pt_uncached)
+		f->was_resident = file_has_cached_pages(f->fd);
 	if (f->fuse_cached)
 		stats_add(f->policy, ST_FUSE_READAHEAD, 1);
 	/* Its writes go through the FUSE page cache: see notify.c. */

@@ -80,7 +80,7 @@ void set_uncached_flags(struct dcfs_file *f, int policy)
 			    policy == POLICY_DONTCACHE_WRITE;
 }
 
-static bool file_has_cached_pages(int fd)
+bool file_has_cached_pages(int fd)
 {
 	struct dcfs_cachestat cs;
 
@@ -173,8 +173,6 @@ static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 		 * reads and writes the stream itself with RWF_DONTCACHE.
 		 */
 		f->kernel_uncached_wish = cfg->passthrough_uncached;
-		if (f->kernel_uncached_wish && !f->dropbehind_wish)
-			f->was_resident = file_has_cached_pages(f->fd);
 		/*
 		 * The kernel's read-ahead requests are up to 1 MiB and already
 		 * overlap with the reader: 2 MiB windows serve them as well as

@@ -330,6 +330,7 @@ extern const struct dcfs_io io_stream;
 void plain_read(fuse_req_t req, struct dcfs_file *f, size_t size, off_t off);
 ssize_t plain_write(struct dcfs_file *f, struct fuse_bufvec *in, off_t off);
 int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi);
+bool file_has_cached_pages(int fd);
 void io_account(struct dcfs_file *f, off_t off, size_t n);
 int file_backing_path(struct dcfs_inode *inode, char *buf, size_t size);
 int caller_comm(fuse_req_t req, char comm[16]);
