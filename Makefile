@@ -32,7 +32,10 @@ URING_LIBS   = $(shell $(PKG_CONFIG) --libs liburing 2>/dev/null)
 CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
-DAEMON_SRCS := $(filter-out fusefs/mount_dcfs.c,$(wildcard fusefs/*.c))
+# One folder per layer (fusefs/README.md); the mount helper is a program of
+# its own.
+DAEMON_SRCS := $(wildcard fusefs/*/*.c)
+DAEMON_SRCS := $(filter-out fusefs/helper/%,$(DAEMON_SRCS))
 HEADERS     := $(wildcard include/*.h)
 TEST_SRCS   := $(wildcard tests/*.c)
 
@@ -51,12 +54,13 @@ UNIT_SED = sed -e 's|@SBINDIR@|$(1)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g'
 all: $(B)/dcfs $(B)/mount.dcfs $(B)/dcfs-io
 
 $(B)/obj/%.o: fusefs/%.c $(HEADERS) | $(B)/obj
+	@mkdir -p $(dir $@)
 	$(CC) $(STD) $(WARN) $(CFLAGS) $(CPPFLAGS) $(FUSE_CFLAGS) $(URING_CFLAGS) -c -o $@ $<
 
 $(B)/dcfs: $(DAEMON_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(FUSE_LIBS) $(URING_LIBS) -linih -lpthread
 
-$(B)/mount.dcfs: fusefs/mount_dcfs.c | $(B)
+$(B)/mount.dcfs: fusefs/helper/mount_dcfs.c | $(B)
 	$(CC) $(STD) $(WARN) $(CFLAGS) $(HELPER_CPPFLAGS) $(LDFLAGS) -o $@ $<
 
 $(B)/dcfs-io: tests/bench/dcfs-io.c include/dcfs_sys.h | $(B)
@@ -148,10 +152,10 @@ check-asan: deps
 
 # Bounded libFuzzer run of the config parser and matcher.
 FUZZ_SECONDS ?= 60
-build-fuzz/fuzz_config: tests/fuzz/fuzz_config.c fusefs/config.c fusefs/policy.c fusefs/log.c $(HEADERS)
+build-fuzz/fuzz_config: tests/fuzz/fuzz_config.c fusefs/policy/config.c fusefs/policy/policy.c fusefs/ops/log.c $(HEADERS)
 	@mkdir -p build-fuzz
 	clang $(STD) -g -O1 -fsanitize=fuzzer,address,undefined $(CPPFLAGS) $(FUSE_CFLAGS) \
-		-o $@ tests/fuzz/fuzz_config.c fusefs/config.c fusefs/policy.c fusefs/log.c \
+		-o $@ tests/fuzz/fuzz_config.c fusefs/policy/config.c fusefs/policy/policy.c fusefs/ops/log.c \
 		$(FUSE_LIBS) -linih -lpthread
 
 fuzz: deps build-fuzz/fuzz_config

@@ -5,7 +5,7 @@
  * series (kernel-patches/0022, not in mainline: the top bits of their
  * fields).  The struct layouts are the header's; the fields 7.40 gave names
  * to were padding before, and the asserts pin where they are.  Used by the
- * daemon (fusefs/passthrough.c) and by the kernel series' own FUSE server
+ * daemon (fusefs/io/passthrough.c) and by the kernel series' own FUSE server
  * test (kernel-patches/test/fuse_pt_test.c).
  */
 #ifndef DCFS_FUSE_PROTO_H

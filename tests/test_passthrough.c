@@ -1,4 +1,4 @@
-/* Suite "passthrough": kernel FUSE passthrough (fusefs/passthrough.c).
+/* Suite "passthrough": kernel FUSE passthrough (fusefs/io/passthrough.c).
  *
  * TCases: pt-ext4 and pt-xfs (passthrough, the default where the kernel
  * offers it), fwd-ext4 (-o nopassthrough: the same tests on today's

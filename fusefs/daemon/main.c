@@ -16,8 +16,6 @@
 #include "dcfs_io.h"
 #include "dcfs_policy.h"
 
-struct dcfs_fs dcfs = { .root = { .fd = -1 } };
-
 static void warn_low_fd_limit(void)
 {
 	struct rlimit rl;
