@@ -23,7 +23,7 @@ STD      := -std=gnu11
 DEB_PACKAGES := libfuse3-dev fuse3 check pkg-config libinih-dev xfsprogs \
 	btrfs-progs e2fsprogs attr acl util-linux groff-base clang \
 	libclang-rt-14-dev gnuplot-nox samba smbclient iproute2 systemd stress-ng \
-	liburing-dev
+	liburing-dev python3
 
 FUSE_CFLAGS = $(shell $(PKG_CONFIG) --cflags fuse3 2>/dev/null)
 FUSE_LIBS   = $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null)
@@ -42,7 +42,7 @@ TEST_SRCS   := $(wildcard tests/*.c)
 B := build
 DAEMON_OBJS := $(patsubst fusefs/%.c,$(B)/obj/%.o,$(DAEMON_SRCS))
 
-.PHONY: all deps check check-asan fuzz demo bench bench-meta stress install uninstall clean man-check units-check
+.PHONY: all deps check check-asan fuzz demo bench bench-meta stress install uninstall clean man-check units-check arch-check
 
 # systemd units (fusefs/systemd/*.in): `make install` fills in the install
 # paths of that invocation (so PREFIX given only to install is honoured);
@@ -91,6 +91,13 @@ deps:
 		fi; \
 	fi
 
+# The daemon's layers, from the top down (fusefs/README.md): a file may use
+# files of its own folder and of folders below it, never above, and no two
+# files may depend on each other through any path.  Read from the objects.
+LAYERS := daemon,handlers,io,policy,transport,core,ops
+arch-check: $(DAEMON_OBJS)
+	@python3 tests/arch/depgraph.py --layers $(LAYERS) $(DAEMON_OBJS)
+
 man-check:
 	@out=$$(for m in man/*.[58]; do groff -man -ww -z $$m 2>&1 | sed "s|^|$$m: |"; done); \
 	if [ -n "$$out" ]; then echo "$$out"; exit 1; fi; echo "man pages render cleanly"
@@ -102,7 +109,7 @@ units-check: $(B)/dcfs $(addprefix $(B)/systemd-verify/,$(UNITS))
 	if [ -n "$$out" ]; then echo "$$out"; exit 1; fi; echo "systemd units verify cleanly"
 
 check: deps
-	$(MAKE) all $(B)/dcfs-tests man-check units-check
+	$(MAKE) all $(B)/dcfs-tests man-check units-check arch-check
 	DCFS_BIN=$(abspath $(B)/dcfs) MOUNT_DCFS_BIN=$(abspath $(B)/mount.dcfs) \
 	DCFS_UNIT_DIR=$(abspath $(B)/systemd-verify) \
 		$(B)/dcfs-tests; status=$$?; \

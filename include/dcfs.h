@@ -246,6 +246,7 @@ void fdcache_stats(struct fdcache_stats *s);
 struct file_handle *handle_for(int fd, const struct stat *st);
 bool handle_equal(const struct file_handle *a, const struct file_handle *b);
 int handle_reopen(const struct dcfs_inode *inode);
+void handle_set_make_room(bool (*fn)(int err));
 void handles_destroy(void);
 
 /* nodeid.c (called with the inode table lock held) */
@@ -271,8 +272,7 @@ void files_foreach(void (*fn)(struct dcfs_file *f, void *arg), void *arg);
 int shutdown_start(void);
 void shutdown_stop(void);
 bool shutdown_draining(void);
-bool shutdown_refuses_open(fuse_req_t req, struct dcfs_inode *inode,
-			   const char *name);
+void shutdown_set_draining(void);
 
 /* fuse_inode.c, fuse_dir.c, fuse_file.c, fuse_xattr.c: handler tables */
 void fuse_inode_ops(struct fuse_lowlevel_ops *ops);
@@ -307,6 +307,7 @@ void passthrough_release(struct dcfs_file *f);
 bool passthrough_bypassed(const struct dcfs_inode *inode);
 bool passthrough_backed(const struct dcfs_inode *inode);
 bool passthrough_by_kernel(const struct dcfs_file *f);
+bool passthrough_reaches_backing(const struct dcfs_file *f);
 bool passthrough_shared(const struct dcfs_inode *inode);
 unsigned int passthrough_handles(const struct dcfs_inode *inode);
 void passthrough_describe(const struct dcfs_inode *inode, char *buf,

@@ -138,6 +138,17 @@ void stats_io(struct dcfs_file *f, enum stat_kind k, uint64_t n);
 int stats_file_open(fuse_req_t req, struct dcfs_file *f,
 		    const struct dcfs_decision *d);
 void stats_file_close(struct dcfs_file *f);
+uint64_t stats_get(int policy, enum stat_kind k);
+const char *stats_kind_name(enum stat_kind k);
+
+struct file_stats {
+	uid_t uid; /* of the opener: only they (and root) see the handle */
+	pid_t pid;
+	_Atomic uint64_t bytes[2]; /* read, written */
+	char why[192];		   /* the rule that decided */
+};
+
+/* handlers/report.c */
 char *stats_json(void);
 char *stats_table(void);
 char *stats_prometheus(void);

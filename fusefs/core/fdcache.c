@@ -45,6 +45,7 @@ void fdcache_init(void)
 		budget = 1 << 20;
 	if (budget < MIN_BUDGET)
 		budget = MIN_BUDGET;
+	handle_set_make_room(fdcache_retry);
 }
 
 size_t fdcache_budget(void)

@@ -48,6 +48,18 @@ struct backing_fs {
 
 static struct backing_fs filesystems[MAX_FILESYSTEMS];
 static size_t n_filesystems;
+
+/*
+ * What to do when reopening by handle fails for want of fds: the fd cache
+ * (fdcache.c, above this file: it reopens through here) registers how to
+ * make room at start-up.
+ */
+static bool (*make_room)(int err);
+
+void handle_set_make_room(bool (*fn)(int err))
+{
+	make_room = fn;
+}
 static pthread_mutex_t fs_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /*
@@ -159,8 +171,8 @@ static enum fs_mode probe_fs(int fd, const struct stat *st, int *mount_fd)
 		return MODE_FD;
 	}
 	close(rfd);
-	log_info("backing filesystem %u:%u: identity mode handle (fd cache of %zu)\n",
-		 maj, min, fdcache_budget());
+	log_info("backing filesystem %u:%u: identity mode handle (O_PATH fds cached, reopened by handle)\n",
+		 maj, min);
 	return MODE_HANDLE;
 }
 
@@ -265,7 +277,7 @@ int handle_reopen(const struct dcfs_inode *inode)
 	if (!fs || fs->mount_fd < 0 || !inode->handle)
 		return -ESTALE;
 	fd = open_handle(fs->mount_fd, inode->handle);
-	if (fd < 0 && fdcache_retry(-fd))
+	if (fd < 0 && make_room && make_room(-fd))
 		fd = open_handle(fs->mount_fd, inode->handle);
 	if (fd < 0)
 		return fd == -ENOENT ? -ESTALE : fd;

@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "dcfs_io.h"
@@ -106,6 +107,13 @@ static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
 	}
 	fi->fh = (uintptr_t)f;
 	passthrough_open(req, f, fi);
+	/*
+	 * The kernel reaches the backing file itself from now on (I/O or
+	 * mappings): what streaming handles hold back (write_pipe.c) must be
+	 * there.
+	 */
+	if (passthrough_reaches_backing(f))
+		wpipe_sync_inode(f->inode);
 	/* No FUSE cache with direct I/O, nor where the kernel reads. */
 	if (fi->direct_io || passthrough_by_kernel(f))
 		f->fuse_cached = false;
@@ -191,12 +199,46 @@ static int open_inode(struct dcfs_inode *inode, int flags)
 	return fd;
 }
 
+/* Refusals logged one by one before only every REFUSE_LOG_EVERY-th is. */
+#define REFUSE_LOG_FIRST 10
+#define REFUSE_LOG_EVERY 100
+
+static _Atomic unsigned long refused;
+
+/*
+ * While draining, opens fail with EBUSY: "the device is going away, try
+ * again later", which callers report sensibly.  Returns true if the open of
+ * name in dir (or of inode, name NULL) is refused.
+ */
+static bool refuse_open_while_stopping(fuse_req_t req,
+				       struct dcfs_inode *inode,
+				       const char *name)
+{
+	unsigned long n;
+	char path[4096];
+
+	if (!shutdown_draining())
+		return false;
+	n = atomic_fetch_add(&refused, 1) + 1;
+	if (n <= REFUSE_LOG_FIRST || n % REFUSE_LOG_EVERY == 0) {
+		if (file_backing_path(inode, path, sizeof(path)) < 0)
+			snprintf(path, sizeof(path), "(ino %llu)",
+				 (unsigned long long)inode->ino);
+		log_info("stopping: refused %s of %s%s%s by pid %d (EBUSY)%s\n",
+			 name ? "create" : "open", path,
+			 name && strcmp(path, "/") ? "/" : "", name ? name : "",
+			 (int)fuse_req_ctx(req)->pid,
+			 n > REFUSE_LOG_FIRST ? " (logging every 100th)" : "");
+	}
+	return true;
+}
+
 static void dcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct dcfs_inode *inode = dcfs_inode_of(ino);
 	int fd, err;
 
-	if (shutdown_refuses_open(req, inode, NULL)) {
+	if (refuse_open_while_stopping(req, inode, NULL)) {
 		fuse_reply_err(req, EBUSY);
 		return;
 	}
@@ -261,7 +303,7 @@ static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	bool created;
 	int fd, err, dirfd = inode_pin(dir);
 
-	if (shutdown_refuses_open(req, dir, name)) {
+	if (refuse_open_while_stopping(req, dir, name)) {
 		if (dirfd >= 0)
 			inode_unpin(dir);
 		fuse_reply_err(req, EBUSY);

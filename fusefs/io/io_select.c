@@ -72,14 +72,6 @@ int caller_comm(fuse_req_t req, char comm[16])
 	return 0;
 }
 
-void set_uncached_flags(struct dcfs_file *f, int policy)
-{
-	f->read_uncached = policy == POLICY_DONTCACHE ||
-			   policy == POLICY_DONTCACHE_READ;
-	f->write_uncached = policy == POLICY_DONTCACHE ||
-			    policy == POLICY_DONTCACHE_WRITE;
-}
-
 bool file_has_cached_pages(int fd)
 {
 	struct dcfs_cachestat cs;

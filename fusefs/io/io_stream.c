@@ -22,15 +22,8 @@
 #include "dcfs_io.h"
 #include "dcfs_policy.h"
 
-/*
- * All read-ahead buffers of the mount together stay below this: 16
- * sequential readers with the default 4 MiB window (two buffers each).
- */
-#define RA_GLOBAL_CAP (128ULL << 20)
 /* Under the mount's cap a handle takes a smaller window, down to this. */
 #define RA_MIN_CAP ((size_t)256 << 10)
-
-static _Atomic uint64_t ra_total;
 
 /* How far out of order requests of one stream may arrive (see io_account). */
 #define SEQ_SLACK ((off_t)4 << 20)
@@ -56,17 +49,12 @@ static ssize_t read_uncached(struct dcfs_file *f, void *buf, size_t len,
 	return n;
 }
 
-bool ra_account(size_t n)
+void set_uncached_flags(struct dcfs_file *f, int policy)
 {
-	if (atomic_fetch_add(&ra_total, n) + n <= RA_GLOBAL_CAP)
-		return true;
-	atomic_fetch_sub(&ra_total, n);
-	return false;
-}
-
-void ra_unaccount(size_t n)
-{
-	atomic_fetch_sub(&ra_total, n);
+	f->read_uncached = policy == POLICY_DONTCACHE ||
+			   policy == POLICY_DONTCACHE_READ;
+	f->write_uncached = policy == POLICY_DONTCACHE ||
+			    policy == POLICY_DONTCACHE_WRITE;
 }
 
 /*
@@ -75,18 +63,15 @@ void ra_unaccount(size_t n)
  */
 static bool ra_reserve(struct dcfs_file *f)
 {
-	uint64_t total;
-
 	if (f->ra_buf)
 		return true;
 	while (f->ra_cap) {
-		total = atomic_fetch_add(&ra_total, f->ra_cap) + f->ra_cap;
-		if (total <= RA_GLOBAL_CAP) {
+		if (ra_account(f->ra_cap)) {
 			f->ra_buf = malloc(f->ra_cap);
 			if (f->ra_buf)
 				return true;
+			ra_unaccount(f->ra_cap);
 		}
-		atomic_fetch_sub(&ra_total, f->ra_cap);
 		/* 0 in the end: do not retry on every read */
 		f->ra_cap = f->ra_cap / 2 >= RA_MIN_CAP ? f->ra_cap / 2 : 0;
 	}
@@ -299,7 +284,7 @@ static void stream_release(struct dcfs_file *f)
 		drop_written(f, f->pre_lo, f->seq_next + SEQ_SLACK);
 	if (f->ra_buf) {
 		free(f->ra_buf);
-		atomic_fetch_sub(&ra_total, f->ra_cap);
+		ra_unaccount(f->ra_cap);
 	}
 }
 

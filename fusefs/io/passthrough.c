@@ -481,13 +481,6 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 	pthread_mutex_unlock(&pt.lock);
 	f->pt = kind;
 	f->pt_uncached = kind == PT_KERNEL ? uncached : 0;
-	/*
-	 * The kernel reads the backing file itself from now on (I/O or
-	 * mappings): what streaming handles hold back (write_pipe.c) must be
-	 * there.
-	 */
-	if (kind != PT_FWD)
-		wpipe_sync_inode(f->inode);
 	if (kind == PT_KERNEL) {
 		fi->direct_io = 0;
 		fi->keep_cache = 0; /* the kernel rejects it with passthrough */
@@ -554,6 +547,12 @@ bool passthrough_backed(const struct dcfs_inode *inode)
 	ret = n && n->n_backed;
 	pthread_mutex_unlock(&pt.lock);
 	return ret;
+}
+
+/* Does the kernel reach the backing file of handle f's inode (I/O or maps)? */
+bool passthrough_reaches_backing(const struct dcfs_file *f)
+{
+	return f->pt == PT_KERNEL || f->pt == PT_DAEMON;
 }
 
 /* Does the kernel read and write the backing file for handle f itself? */

@@ -22,7 +22,7 @@
  *  - Only where RWF_DONTCACHE reads work: the fallback's drop-behind state
  *    is not made for two threads.
  *  - The second buffers of all handles count against the same 128 MiB as
- *    the first ones (ra_total in io_stream.c).
+ *    the first ones (ra_account() below).
  *  - Lock order: dcfs_file lock, then ra_next lock.
  */
 #include <pthread.h>
@@ -31,6 +31,28 @@
 #include <stdlib.h>
 
 #include "dcfs_io.h"
+
+/*
+ * All read-ahead buffers of the mount together stay below this: 16
+ * sequential readers with the default 4 MiB window (two buffers each).
+ */
+#define RA_GLOBAL_CAP (128ULL << 20)
+
+static _Atomic uint64_t ra_total;
+
+/* Reserves n bytes of read-ahead buffer under the mount's cap. */
+bool ra_account(size_t n)
+{
+	if (atomic_fetch_add(&ra_total, n) + n <= RA_GLOBAL_CAP)
+		return true;
+	atomic_fetch_sub(&ra_total, n);
+	return false;
+}
+
+void ra_unaccount(size_t n)
+{
+	atomic_fetch_sub(&ra_total, n);
+}
 
 enum { RA_IDLE, RA_QUEUED, RA_FILLING, RA_READY };
 

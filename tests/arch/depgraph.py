@@ -7,9 +7,11 @@ calls and data references the linker resolves, so no call hidden behind a
 macro or a header escapes it.  Calls through function pointers registered at
 start-up are not edges: that is how a lower layer notifies a higher one.
 
-Usage: depgraph.py [--dot] OBJ...
+Usage: depgraph.py [--dot] [--layers A,B,C...] OBJ...
 Exit 1 and print each cycle (strongly connected component of more than one
-file) when there is one; exit 0 and print the layer order otherwise.
+file, or of more than one folder) when there is one.  With --layers (the
+folders from the top down), also exit 1 on every edge from a folder to one
+above it: dependencies point down only.
 """
 import os
 import subprocess
@@ -101,6 +103,11 @@ def folder(n):
 
 def main(argv):
     dot = "--dot" in argv
+    layers = []
+    if "--layers" in argv:
+        i = argv.index("--layers")
+        layers = argv[i + 1].split(",")
+        argv = argv[:i] + argv[i + 2:]
     objs = [a for a in argv if a != "--dot"]
     if not objs:
         print(__doc__, file=sys.stderr)
@@ -135,9 +142,22 @@ def main(argv):
         print(f"folder cycle: {' '.join(c)}")
         print("  edges inside it: " + "; ".join(inner))
         status = 1
+    for n in sorted(edges):
+        for m in sorted(edges[n]):
+            a, b = folder(n), folder(m)
+            if not layers or a == b:
+                continue
+            if a not in layers or b not in layers:
+                print(f"folder not in --layers: {a if a not in layers else b}")
+                status = 1
+            elif layers.index(a) > layers.index(b):
+                print(f"upward dependency: {n} -> {m}"
+                      f" ({a} is below {b})")
+                status = 1
     if status == 0:
         print(f"no dependency cycle among {len(edges)} files"
-              f" in {len(fedges) or 1} folders")
+              f" in {len(fedges) or 1} folders"
+              + (f"; layers {' > '.join(layers)} respected" if layers else ""))
     return status
 
 

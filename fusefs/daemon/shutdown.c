@@ -11,6 +11,9 @@
  *    unmounts exactly as libfuse's own handler would have: whatever is still
  *    open then gets ENOTCONN, as before.
  *
+ * The draining state itself is a leaf (ops/drain.c) that the handlers read;
+ * the refusal of opens is theirs (handlers/fuse_file.c).
+ *
  * umount(8) and fusermount3 -u do not go through here: the kernel ends the
  * connection and the daemon exits as it always did.
  *
@@ -32,21 +35,11 @@
 
 #include "dcfs.h"
 
-/* Refusals logged one by one before only every REFUSE_LOG_EVERY-th is. */
-#define REFUSE_LOG_FIRST 10
-#define REFUSE_LOG_EVERY 100
-
 static int wake[2] = { -1, -1 }; /* handler -> stop thread */
 static pthread_t stop_thread, main_thread;
 static bool started;
-static _Atomic bool draining, quitting;
-static _Atomic unsigned long refused;
+static _Atomic bool quitting;
 static struct sigaction old_term, old_int;
-
-bool shutdown_draining(void)
-{
-	return atomic_load(&draining);
-}
 
 static void on_stop_signal(int sig)
 {
@@ -98,7 +91,7 @@ static void drain(int sig)
 			 sig_name(sig), n, n == 1 ? "" : "s");
 		return;
 	}
-	atomic_store(&draining, true);
+	shutdown_set_draining();
 	log_info("%s: stopping: refusing new opens, waiting up to %d s for %zu open file%s (send it again to unmount now)\n",
 		 sig_name(sig), timeout, n, n == 1 ? "" : "s");
 	for (;;) {
@@ -190,31 +183,4 @@ void shutdown_stop(void)
 	close(wake[0]);
 	close(wake[1]);
 	started = false;
-}
-
-/*
- * While draining, opens fail with EBUSY: "the device is going away, try
- * again later", which callers report sensibly.  Returns true if the open of
- * name in dir (or of inode, name NULL) is refused.
- */
-bool shutdown_refuses_open(fuse_req_t req, struct dcfs_inode *inode,
-			   const char *name)
-{
-	unsigned long n;
-	char path[4096];
-
-	if (!atomic_load(&draining))
-		return false;
-	n = atomic_fetch_add(&refused, 1) + 1;
-	if (n <= REFUSE_LOG_FIRST || n % REFUSE_LOG_EVERY == 0) {
-		if (file_backing_path(inode, path, sizeof(path)) < 0)
-			snprintf(path, sizeof(path), "(ino %llu)",
-				 (unsigned long long)inode->ino);
-		log_info("stopping: refused %s of %s%s%s by pid %d (EBUSY)%s\n",
-			 name ? "create" : "open", path,
-			 name && strcmp(path, "/") ? "/" : "", name ? name : "",
-			 (int)fuse_req_ctx(req)->pid,
-			 n > REFUSE_LOG_FIRST ? " (logging every 100th)" : "");
-	}
-	return true;
 }

@@ -1,0 +1,412 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The counters (ops/stats.c) and the state of every layer, rendered for the
+ * user.dcfs.stats* xattrs: JSON (a stable interface, documented in
+ * dcfs(8)), a table, and the Prometheus text format; and user.dcfs.files,
+ * one line per open handle.  It sits with the handlers because it reads
+ * the open-file list of handlers/fuse_file.c and the state of the I/O
+ * layer below; the counters it reads know nothing of it.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+
+#include "dcfs_io.h"
+#include "dcfs_policy.h"
+
+#define NPOLICIES (POLICY_AUTO + 1)
+
+static void json_classes(FILE *out)
+{
+	fputs("\"classes\":{", out);
+	for (int p = POLICY_CACHE; p < NPOLICIES; p++) {
+		fprintf(out, "%s\"%s\":{", p > POLICY_CACHE ? "," : "",
+			policy_name(p));
+		for (int k = 0; k < ST__COUNT; k++)
+			fprintf(out, "%s\"%s\":%llu", k ? "," : "",
+				stats_kind_name(k),
+				(unsigned long long)stats_get(p, k));
+		fputc('}', out);
+	}
+	fputc('}', out);
+}
+
+static void json_probes(FILE *out)
+{
+	struct probe probes[64];
+	size_t n = probe_snapshot(probes, 64);
+
+	fputs("\"probes\":[", out);
+	for (size_t i = 0; i < n; i++)
+		fprintf(out,
+			"%s{\"dev\":\"%u:%u\",\"fstype\":\"%s\",\"read\":\"%s\",\"write\":\"%s\"}",
+			i ? "," : "", major(probes[i].dev),
+			minor(probes[i].dev), probes[i].fstype,
+			probe_state_name(probes[i].rd),
+			probe_state_name(probes[i].wr));
+	fputc(']', out);
+}
+
+static void fdcache_json(FILE *out)
+{
+	struct fdcache_stats s;
+
+	fdcache_stats(&s);
+	fprintf(out,
+		"\"fdcache\":{\"cached\":%zu,\"peak\":%zu,\"budget\":%zu,\"reopens\":%lu,\"evictions\":%lu}",
+		s.cached, s.peak, s.budget, s.reopens, s.evictions);
+}
+
+static void fdcache_table(FILE *out)
+{
+	struct fdcache_stats s;
+
+	fdcache_stats(&s);
+	fprintf(out,
+		"\nO_PATH fd cache: %zu cached (peak %zu) of %zu, %lu reopens, %lu evictions\n",
+		s.cached, s.peak, s.budget, s.reopens, s.evictions);
+}
+
+char *stats_json(void)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+
+	if (!out)
+		return NULL;
+	fputc('{', out);
+	json_classes(out);
+	fputc(',', out);
+	json_probes(out);
+	fputc(',', out);
+	passthrough_json(out);
+	fputc(',', out);
+	uring_json(out);
+	fputc(',', out);
+	fdcache_json(out);
+	fputc(',', out);
+	reqstats_json(out);
+	fputs("}\n", out);
+	if (fclose(out) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+char *stats_table(void)
+{
+	struct probe probes[64];
+	size_t n = probe_snapshot(probes, 64);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+
+	if (!out)
+		return NULL;
+	fprintf(out, "%-16s %8s %14s %14s %14s %14s %14s %14s %8s %8s %8s %14s\n",
+		"class", "opened", "read_dc", "written_dc", "read_fb",
+		"written_fb", "read_cached", "written_cached", "switched",
+		"pt", "fuse_ra", "dropped_behind");
+	for (int p = POLICY_CACHE; p < NPOLICIES; p++)
+		fprintf(out,
+			"%-16s %8llu %14llu %14llu %14llu %14llu %14llu %14llu %8llu %8llu %8llu %14llu\n",
+			policy_name(p),
+			(unsigned long long)stats_get(p, ST_OPENED),
+			(unsigned long long)stats_get(p, ST_READ_DONTCACHE),
+			(unsigned long long)stats_get(p, ST_WRITE_DONTCACHE),
+			(unsigned long long)stats_get(p, ST_READ_FALLBACK),
+			(unsigned long long)stats_get(p, ST_WRITE_FALLBACK),
+			(unsigned long long)stats_get(p, ST_READ_CACHED),
+			(unsigned long long)stats_get(p, ST_WRITE_CACHED),
+			(unsigned long long)stats_get(p, ST_SWITCHED),
+			(unsigned long long)stats_get(p, ST_PASSTHROUGH),
+			(unsigned long long)stats_get(p, ST_FUSE_READAHEAD),
+			(unsigned long long)stats_get(p, ST_DROPPED_BEHIND));
+	/* The write engine (write_pipe.c); the cache class never uses it. */
+	fprintf(out, "\n%-16s %10s %10s %10s %10s %10s %12s %12s %8s %8s %8s\n",
+		"uncached writes", "requests", "coalesced", "backing", "background",
+		"adopted", "buffered", "in_flight", "q_waits", "wb_waits", "errors");
+	for (int p = POLICY_CACHE + 1; p < NPOLICIES; p++)
+		fprintf(out,
+			"%-16s %10llu %10llu %10llu %10llu %10llu %12llu %12llu %8llu %8llu %8llu\n",
+			policy_name(p),
+			(unsigned long long)stats_get(p, ST_WRITE_REQUESTS),
+			(unsigned long long)stats_get(p, ST_COALESCED),
+			(unsigned long long)stats_get(p, ST_BACKING_WRITES),
+			(unsigned long long)stats_get(p, ST_BACKGROUND_WRITES),
+			(unsigned long long)stats_get(p, ST_ADOPTED),
+			(unsigned long long)stats_get(p, ST_BUFFERED),
+			(unsigned long long)stats_get(p, ST_INFLIGHT),
+			(unsigned long long)stats_get(p, ST_QUEUE_WAITS),
+			(unsigned long long)stats_get(p, ST_WRITEBACK_WAITS),
+			(unsigned long long)stats_get(p, ST_DEFERRED_ERRORS));
+	fprintf(out, "\nbacking filesystems (RWF_DONTCACHE probe):\n");
+	for (size_t i = 0; i < n; i++)
+		fprintf(out, "  dev %u:%u %-8s read %-8s write %s\n",
+			major(probes[i].dev), minor(probes[i].dev),
+			probes[i].fstype, probe_state_name(probes[i].rd),
+			probe_state_name(probes[i].wr));
+	passthrough_table(out);
+	uring_table(out);
+	fdcache_table(out);
+	reqstats_table(out);
+	if (fclose(out) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/* Prometheus label values: backslash, double quote and newline escaped. */
+static void prom_label(FILE *out, const char *name, const char *v)
+{
+	fprintf(out, "%s=\"", name);
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			fprintf(out, "\\%c", *v);
+		else if (*v == '\n')
+			fputs("\\n", out);
+		else
+			fputc(*v, out);
+	}
+	fputc('"', out);
+}
+
+static void prom_head(FILE *out, const char *name, const char *type,
+		      const char *help)
+{
+	fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* name{mountpoint="..."[,class="..."] */
+static void prom_start(FILE *out, const char *name, int policy)
+{
+	fprintf(out, "%s{", name);
+	prom_label(out, "mountpoint", dcfs.opt.mountpoint);
+	if (policy) {
+		fputc(',', out);
+		prom_label(out, "class", policy_name(policy));
+	}
+}
+
+static const struct {
+	enum stat_kind kind;
+	const char *direction, *mode;
+} byte_kinds[] = {
+	{ ST_READ_DONTCACHE, "read", "dontcache" },
+	{ ST_READ_FALLBACK, "read", "fallback" },
+	{ ST_READ_CACHED, "read", "cached" },
+	{ ST_WRITE_DONTCACHE, "write", "dontcache" },
+	{ ST_WRITE_FALLBACK, "write", "fallback" },
+	{ ST_WRITE_CACHED, "write", "cached" },
+};
+
+/* One counter metric with a series per I/O class. */
+static void prom_per_class(FILE *out, const char *metric, enum stat_kind k,
+			   const char *help)
+{
+	prom_head(out, metric, "counter", help);
+	for (int p = POLICY_CACHE; p < NPOLICIES; p++) {
+		prom_start(out, metric, p);
+		fprintf(out, "} %llu\n", (unsigned long long)stats_get(p, k));
+	}
+}
+
+static void prom_request(const char *op, uint64_t n, void *arg)
+{
+	FILE *out = arg;
+
+	prom_start(out, "dcfs_requests_total", 0);
+	fprintf(out, ",opcode=\"%s\"} %llu\n", op, (unsigned long long)n);
+}
+
+static void prom_counters(FILE *out)
+{
+	prom_head(out, "dcfs_bytes_total", "counter",
+		  "Bytes moved through the mount by I/O class (the policy decided at open), direction and backing I/O mode (dontcache: RWF_DONTCACHE, fallback: write-behind/drop-behind window, cached: page cache).");
+	for (int p = POLICY_CACHE; p < NPOLICIES; p++)
+		for (size_t i = 0; i < sizeof(byte_kinds) / sizeof(byte_kinds[0]); i++) {
+			prom_start(out, "dcfs_bytes_total", p);
+			fprintf(out, ",direction=\"%s\",mode=\"%s\"} %llu\n",
+				byte_kinds[i].direction, byte_kinds[i].mode,
+				(unsigned long long)stats_get(p, byte_kinds[i].kind));
+		}
+	prom_per_class(out, "dcfs_opens_total", ST_OPENED,
+		       "Regular files opened, by I/O class.");
+	prom_per_class(out, "dcfs_passthrough_opens_total", ST_PASSTHROUGH,
+		       "Opens served by kernel FUSE passthrough, by I/O class (their reads and writes never reach the daemon, so dcfs_bytes_total does not count them).");
+	prom_per_class(out, "dcfs_dropped_behind_bytes_total", ST_DROPPED_BEHIND,
+		       "Backing page-cache bytes dropped behind streams the kernel serves (passthrough_reads, and at close passthrough_uncached), by I/O class.");
+	prom_per_class(out, "dcfs_switches_total", ST_SWITCHED,
+		       "Handles that switched from cached to uncached I/O (class auto, or held back by min_size).");
+	prom_head(out, "dcfs_requests_total", "counter",
+		  "Requests received from the kernel, by FUSE opcode (the round trips metadata costs).");
+	reqstats_foreach(prom_request, out);
+}
+
+static int probe_gauge(int state)
+{
+	return state == PROBE_YES ? 1 : state == PROBE_NO ? 0 : -1;
+}
+
+static void prom_gauges(FILE *out)
+{
+	struct probe probes[64];
+	size_t n = probe_snapshot(probes, 64);
+	char dev[32];
+
+	prom_head(out, "dcfs_dontcache_supported", "gauge",
+		  "RWF_DONTCACHE probe of each backing filesystem: 1 supported, 0 not (the fallback is used), -1 not probed yet.");
+	for (size_t i = 0; i < n; i++) {
+		for (int d = 0; d < 2; d++) {
+			prom_start(out, "dcfs_dontcache_supported", 0);
+			snprintf(dev, sizeof(dev), "%u:%u", major(probes[i].dev),
+				 minor(probes[i].dev));
+			fputc(',', out);
+			prom_label(out, "dev", dev);
+			fputc(',', out);
+			prom_label(out, "fstype", probes[i].fstype);
+			fprintf(out, ",direction=\"%s\"} %d\n",
+				d ? "write" : "read",
+				probe_gauge(d ? probes[i].wr : probes[i].rd));
+		}
+	}
+	prom_head(out, "dcfs_open_files", "gauge", "File handles open now.");
+	prom_start(out, "dcfs_open_files", 0);
+	fprintf(out, "} %zu\n", files_open_count());
+	prom_head(out, "dcfs_stopping", "gauge",
+		  "1 while a graceful stop waits for open files (new opens get EBUSY).");
+	prom_start(out, "dcfs_stopping", 0);
+	fprintf(out, "} %d\n", shutdown_draining() ? 1 : 0);
+	prom_head(out, "dcfs_info", "gauge", "dcfs version and backing directory.");
+	prom_start(out, "dcfs_info", 0);
+	fputc(',', out);
+	prom_label(out, "backing", dcfs.opt.backing);
+	fputs(",version=\"" DCFS_VERSION "\"} 1\n", out);
+}
+
+char *stats_prometheus(void)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+
+	if (!out)
+		return NULL;
+	prom_counters(out);
+	prom_gauges(out);
+	if (fclose(out) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/*
+ * user.dcfs.files: one tab-separated line per open regular file, for `dcfs
+ * stat --files`.  A getxattr value is limited to 64 KiB by the kernel, so
+ * the listing stops short of that and says how many it left out.
+ */
+#define FILES_MAX_TEXT 60000
+
+struct files_ctx {
+	FILE *out;
+	uid_t who;
+	long pos; /* bytes written so far */
+	size_t left_out;
+};
+
+/* Tab, newline and backslash of a path escaped, so a line stays a line. */
+static void tsv_field(FILE *out, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\t')
+			fputs("\\t", out);
+		else if (*s == '\n')
+			fputs("\\n", out);
+		else if (*s == '\\')
+			fputs("\\\\", out);
+		else
+			fputc(*s, out);
+	}
+}
+
+static const char *dir_mode(const struct dcfs_file *f, bool uncached,
+			    int probe_state)
+{
+	if (f->io == &io_plain || !uncached)
+		return "cached";
+	return probe_state == PROBE_NO ? "fallback" : "dontcache";
+}
+
+static void handle_mode(struct dcfs_file *f, char *buf, size_t size)
+{
+	const char *r, *w;
+	uint64_t after;
+
+	pthread_mutex_lock(&f->lock);
+	r = dir_mode(f, f->read_uncached, f->probe ? f->probe->rd : PROBE_UNKNOWN);
+	w = dir_mode(f, f->write_uncached, f->probe ? f->probe->wr : PROBE_UNKNOWN);
+	after = f->io == &io_stream ? f->switch_after : 0;
+	pthread_mutex_unlock(&f->lock);
+	if (strcmp(r, w) == 0)
+		snprintf(buf, size, "%s", r);
+	else
+		snprintf(buf, size, "read %s, write %s", r, w);
+	if (after)
+		snprintf(buf + strlen(buf), size - strlen(buf),
+			 " (uncached after %llu bytes)", (unsigned long long)after);
+}
+
+static void list_one(struct dcfs_file *f, void *arg)
+{
+	struct files_ctx *c = arg;
+	struct file_stats *st = f->stats;
+	char path[4096], mode[96];
+
+	if (!st || (c->who != 0 && st->uid != c->who))
+		return;
+	if (c->pos > FILES_MAX_TEXT) {
+		c->left_out++;
+		return;
+	}
+	if (file_backing_path(f->inode, path, sizeof(path)) < 0)
+		snprintf(path, sizeof(path), "/(ino %llu, unreachable)",
+			 (unsigned long long)f->inode->ino);
+	handle_mode(f, mode, sizeof(mode));
+	fprintf(c->out, "%u\t%d\t%s\t%s\t%llu\t%llu\t", (unsigned int)st->uid,
+		(int)st->pid, policy_name(f->policy), mode,
+		(unsigned long long)st->bytes[0], (unsigned long long)st->bytes[1]);
+	tsv_field(c->out, dcfs.opt.mountpoint);
+	if (strcmp(path, "/") != 0)
+		tsv_field(c->out, path);
+	fputc('\t', c->out);
+	tsv_field(c->out, st->why);
+	fputc('\n', c->out);
+	c->pos = ftell(c->out);
+}
+
+char *stats_files(uid_t who)
+{
+	struct files_ctx c = { .who = who };
+	char *buf = NULL;
+	size_t len = 0;
+
+	c.out = open_memstream(&buf, &len);
+	if (!c.out)
+		return NULL;
+	fputs("uid\tpid\tclass\tmode\tread\twritten\tpath\trule\n", c.out);
+	files_foreach(list_one, &c);
+	if (c.left_out)
+		fprintf(c.out, "# %zu more open files not shown (a listing is limited to 64 KiB)\n",
+			c.left_out);
+	if (fclose(c.out) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
