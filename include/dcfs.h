@@ -71,7 +71,25 @@ struct dcfs_io {
 
 struct probe;
 struct file_stats;
+struct stream_state;
+struct db_state;
 
+/* How the kernel and the daemon share a handle's I/O (io/passthrough.c). */
+struct pt_handle {
+	int kind;	       /* who does this handle's I/O */
+	uint32_t uncached;     /* the uncached FOPEN flags sent */
+	bool dropbehind_wish;  /* io_select.c: a read-only stream dropbehind.c may trail */
+	bool kernel_uncached_wish; /* the kernel may read and write it uncached */
+};
+
+/*
+ * One open of a file: what every handle has, whatever its strategy.  The
+ * state of a strategy or of a mechanism used by some handles only lives in
+ * a struct of its own, allocated when the handle starts using it and freed
+ * with it: the streaming engine's (struct stream_state, io/io_stream.c),
+ * drop-behind's (struct db_state, io/dropbehind.c), the write pipe's
+ * (struct wpipe, io/write_pipe.c).
+ */
 struct dcfs_file {
 	int fd; /* backing fd opened with the caller's flags */
 	int flags;
@@ -81,61 +99,21 @@ struct dcfs_file {
 	pthread_mutex_t lock; /* the fields below */
 
 	int policy;	    /* enum dcfs_policy decided at open */
-	int target;	    /* policy to switch to once switch_after is met */
+	struct dcfs_file *prev, *next; /* open handles, for teardown */
+	struct file_stats *stats; /* stats.c: who opened it, why, bytes moved */
+	struct probe *probe; /* RWF_DONTCACHE support of its filesystem */
+
+	/* Who holds the file's data for this handle (io/coherence.c). */
 	bool read_uncached; /* current behaviour of the backing I/O */
 	bool write_uncached;
 	bool was_resident;  /* the file had cached pages at open */
 	bool fuse_cached;   /* a streaming reader served through the FUSE cache */
 	bool cached_writer; /* writes through the FUSE page cache (notify.c counts it) */
-	bool fadv_random;
-	struct dcfs_file *prev, *next; /* open handles, for teardown */
-	uint64_t switch_after; /* 0: no switch pending */
-	off_t seq_next;	    /* sequential stream tracking */
-	uint64_t seq_run;
-	off_t seq_start;
-	off_t inval_done; /* FUSE cache of this stream dropped up to here */
-	off_t pre_lo, pre_hi; /* span cached before the switch */
-	uint64_t window;
-	struct probe *probe;
-	struct file_stats *stats; /* stats.c: who opened it, why, bytes moved */
-	int pt; /* passthrough.c: who does this handle's I/O */
+
+	struct pt_handle pt; /* io/passthrough.c: who does this handle's I/O */
+	struct stream_state *stream; /* io/io_stream.c; NULL: not a stream */
+	struct db_state *db; /* io/dropbehind.c; NULL: not trailed */
 	struct wpipe *wp; /* write coalescing and deferred errors (write_pipe.c) */
-
-	/* read-ahead buffer (uncached reads) */
-	char *ra_buf;
-	size_t ra_cap;
-	off_t ra_off;
-	size_t ra_len;
-	uint64_t ra_gen;
-	off_t ra_last_end;	    /* where the last read ended */
-	bool ra_prefetch;	    /* double buffering allowed */
-	struct ra_next *ra_next; /* the second buffer (readahead.c) */
-	/* the window before, for late requests of the kernel's read-ahead */
-	char *ra_prev_buf;
-	off_t ra_prev_off;
-	size_t ra_prev_len;
-	uint64_t ra_prev_gen;
-
-	/* fallback write-behind and residency protection */
-	off_t wb_lo, wb_hi;	  /* written, writeback not started */
-	off_t wb_prev_lo, wb_prev_hi; /* writeback started, not yet dropped */
-	off_t seen_lo, seen_hi; /* pages this handle touched */
-	off_t ra_reach;		/* how far the kernel may read ahead of a read; 0: not known yet */
-	off_t dc_lo, dc_hi;	/* span written with RWF_DONTCACHE */
-	struct range { off_t lo, hi; } prot[16];
-	unsigned int nprot;
-	bool prot_all; /* too many pre-resident ranges: drop nothing */
-
-	/* a read-only stream the kernel reads (passthrough_reads) */
-	bool dropbehind_wish; /* io_select.c: wants it */
-	/* a stream the kernel may read and write uncached (passthrough_uncached) */
-	bool kernel_uncached_wish;
-	uint32_t pt_uncached; /* passthrough.c: the uncached FOPEN flags sent */
-	bool dropbehind;      /* dropbehind.c: registered */
-	struct dcfs_file *db_next; /* dropbehind.c's list and state, its lock */
-	uint64_t db_cached;
-	long long db_keep; /* bytes kept behind the read-ahead front */
-	unsigned int db_stuck;
 };
 
 struct dcfs_options {

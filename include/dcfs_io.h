@@ -21,6 +21,56 @@ struct probe {
 	_Atomic int wr;
 };
 
+/*
+ * The streaming engine's state of one handle (io/io_stream.c and what it
+ * uses: io/readahead.c, io/fallback.c), allocated when a handle starts
+ * streaming (io/io_select.c) and freed with the handle.  Plain handles have
+ * none (f->stream == NULL).
+ */
+struct ra_next;
+struct range {
+	off_t lo, hi;
+};
+struct stream_state {
+	int target;	       /* policy to switch to once switch_after is met */
+	uint64_t switch_after; /* 0: no switch pending */
+	off_t seq_next;	       /* sequential stream tracking */
+	uint64_t seq_run;
+	off_t seq_start;
+	off_t inval_done;     /* FUSE cache of this stream dropped up to here */
+	off_t pre_lo, pre_hi; /* span cached before the switch */
+	uint64_t window;
+	bool fadv_random;
+
+	/* read-ahead buffer (uncached reads, io/readahead.c) */
+	char *ra_buf;
+	size_t ra_cap;
+	off_t ra_off;
+	size_t ra_len;
+	uint64_t ra_gen;
+	off_t ra_last_end;	 /* where the last read ended */
+	bool ra_prefetch;	 /* double buffering allowed */
+	struct ra_next *ra_next; /* the second buffer */
+	/* the window before, for late requests of the kernel's read-ahead */
+	char *ra_prev_buf;
+	off_t ra_prev_off;
+	size_t ra_prev_len;
+	uint64_t ra_prev_gen;
+
+	/* fallback write-behind and residency protection (io/fallback.c) */
+	off_t wb_lo, wb_hi;	      /* written, writeback not started */
+	off_t wb_prev_lo, wb_prev_hi; /* writeback started, not yet dropped */
+	off_t seen_lo, seen_hi;	      /* pages this handle touched */
+	off_t ra_reach; /* how far the kernel may read ahead of a read; 0: not known yet */
+	off_t dc_lo, dc_hi; /* span written with RWF_DONTCACHE */
+	struct range prot[16];
+	unsigned int nprot;
+	bool prot_all; /* too many pre-resident ranges: drop nothing */
+};
+
+int stream_state_alloc(struct dcfs_file *f);
+void stream_state_free(struct dcfs_file *f);
+
 /* probe.c */
 struct probe *probe_get(int fd);
 struct probe *probe_dir(int dirfd);

@@ -101,6 +101,7 @@ static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
 	pthread_mutex_init(&f->lock, NULL);
 	err = io_select(req, f, fi);
 	if (err) {
+		stream_state_free(f);
 		pthread_mutex_destroy(&f->lock);
 		free(f);
 		return err;
@@ -117,10 +118,10 @@ static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
 	/* No FUSE cache with direct I/O, nor where the kernel reads. */
 	if (fi->direct_io || passthrough_by_kernel(f))
 		f->fuse_cached = false;
-	if (f->dropbehind_wish && passthrough_by_kernel(f))
+	if (f->pt.dropbehind_wish && passthrough_by_kernel(f))
 		dropbehind_add(f);
 	/* Whether what such a stream leaves may go at release (dropbehind.c). */
-	if (f->pt_uncached)
+	if (f->pt.uncached)
 		f->was_resident = file_has_cached_pages(f->fd);
 	if (f->fuse_cached)
 		stats_add(f->policy, ST_FUSE_READAHEAD, 1);
@@ -143,6 +144,7 @@ static void file_free(struct dcfs_file *f)
 		notify_writer_close(f->inode->nodeid);
 	if (f->io->release)
 		f->io->release(f);
+	stream_state_free(f);
 	close(f->fd);
 	pthread_mutex_destroy(&f->lock);
 	free(f);

@@ -32,6 +32,7 @@
  * one front: a reader far behind may read some of its read-ahead twice.
  */
 #include <fcntl.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -54,10 +55,19 @@
 #define IDLE_POLLS 100	/* unchanged looks before POLL_IDLE_US */
 #define STUCK_POLLS 100 /* looks to wait after a drop that left pages */
 
+/* One trailed stream: allocated by dropbehind_add(), freed by _remove(). */
+struct db_state {
+	struct dcfs_file *file;
+	struct db_state *next; /* the thread's list, under db.lock */
+	uint64_t cached;       /* resident pages at the last look */
+	long long keep;	       /* bytes kept behind the read-ahead front */
+	unsigned int stuck;    /* looks to skip: mapped pages stayed */
+};
+
 static struct {
 	pthread_mutex_t lock; /* the list and every entry's db_ fields */
 	pthread_cond_t cond;
-	struct dcfs_file *list;
+	struct db_state *list;
 	pthread_t thread;
 	bool running, stopping;
 } db = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
@@ -91,27 +101,28 @@ static off_t resident_end(int fd, off_t size)
  * One look at one file: how many bytes more than it keeps it had resident
  * (a measure of how late the look was), -1 if nothing changed.
  */
-static long long poll_one(struct dcfs_file *f)
+static long long poll_one(struct db_state *d)
 {
+	struct dcfs_file *f = d->file;
 	uint64_t now = cached_pages(f->fd, 0, 0), below, left;
 	long long seen = (long long)now * PAGE_BYTES;
 	struct stat st;
 	off_t end;
 
-	if (now == f->db_cached)
+	if (now == d->cached)
 		return -1;
-	f->db_cached = now;
-	if (seen <= f->db_keep + STEP_BYTES)
-		return seen - f->db_keep;
-	if (f->db_stuck) {
-		f->db_stuck--;
+	d->cached = now;
+	if (seen <= d->keep + STEP_BYTES)
+		return seen - d->keep;
+	if (d->stuck) {
+		d->stuck--;
 		return 0;
 	}
 	if (passthrough_shared(f->inode) || fstat(f->fd, &st) < 0)
 		return 0;
-	end = resident_end(f->fd, st.st_size) - f->db_keep;
+	end = resident_end(f->fd, st.st_size) - d->keep;
 	if (end <= 0)
-		return seen - f->db_keep;
+		return seen - d->keep;
 	/* Counted below end only: the reader adds pages above it meanwhile. */
 	below = cached_pages(f->fd, 0, end);
 	posix_fadvise(f->fd, 0, end, POSIX_FADV_DONTNEED);
@@ -121,12 +132,12 @@ static long long poll_one(struct dcfs_file *f)
 	 * few pages still under read-ahead I/O near end are not a reason.)
 	 */
 	if (left * PAGE_BYTES > STEP_BYTES && left * 2 > below)
-		f->db_stuck = STUCK_POLLS;
+		d->stuck = STUCK_POLLS;
 	if (below > left)
 		stats_add(f->policy, ST_DROPPED_BEHIND,
 			  (below - left) * PAGE_BYTES);
-	f->db_cached = cached_pages(f->fd, 0, 0);
-	return seen - f->db_keep;
+	d->cached = cached_pages(f->fd, 0, 0);
+	return seen - d->keep;
 }
 
 static void deadline_in(struct timespec *ts, long us)
@@ -166,8 +177,8 @@ static void *dropbehind_main(void *arg)
 			idle = 0;
 			continue;
 		}
-		for (struct dcfs_file *f = db.list; f; f = f->db_next) {
-			long long seen = poll_one(f);
+		for (struct db_state *d = db.list; d; d = d->next) {
+			long long seen = poll_one(d);
 
 			if (seen > most)
 				most = seen;
@@ -224,15 +235,17 @@ static long long keep_for(int fd)
 /* f is a passthrough reader from now on: drop behind it until release. */
 void dropbehind_add(struct dcfs_file *f)
 {
-	long long keep = keep_for(f->fd);
+	struct db_state *d = calloc(1, sizeof(*d));
 
+	/* Without memory the stream is only not trailed: nothing is lost. */
+	if (!d)
+		return;
+	d->file = f;
+	d->keep = keep_for(f->fd);
 	pthread_mutex_lock(&db.lock);
-	f->db_keep = keep;
-	f->db_cached = 0;
-	f->db_stuck = 0;
-	f->db_next = db.list;
-	db.list = f;
-	f->dropbehind = true;
+	d->next = db.list;
+	db.list = d;
+	f->db = d;
 	pthread_cond_signal(&db.cond);
 	pthread_mutex_unlock(&db.lock);
 }
@@ -250,17 +263,18 @@ void dropbehind_remove(struct dcfs_file *f)
 {
 	uint64_t before, after;
 
-	if (f->dropbehind) {
+	if (f->db) {
 		pthread_mutex_lock(&db.lock);
-		for (struct dcfs_file **p = &db.list; *p; p = &(*p)->db_next) {
-			if (*p == f) {
-				*p = f->db_next;
+		for (struct db_state **p = &db.list; *p; p = &(*p)->next) {
+			if (*p == f->db) {
+				*p = f->db->next;
 				break;
 			}
 		}
 		pthread_mutex_unlock(&db.lock);
-		f->dropbehind = false;
-	} else if (!f->pt_uncached || f->was_resident) {
+		free(f->db);
+		f->db = NULL;
+	} else if (!f->pt.uncached || f->was_resident) {
 		return;
 	}
 	if (passthrough_handles(f->inode))

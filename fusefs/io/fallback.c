@@ -41,33 +41,33 @@
  */
 static void protect(struct dcfs_file *f, off_t lo, off_t hi)
 {
-	const unsigned int cap = sizeof(f->prot) / sizeof(f->prot[0]);
+	const unsigned int cap = sizeof(f->stream->prot) / sizeof(f->stream->prot[0]);
 	unsigned int i = 0, j;
 
-	while (i < f->nprot && f->prot[i].hi < lo)
+	while (i < f->stream->nprot && f->stream->prot[i].hi < lo)
 		i++;
 	/* ranges i..j-1 touch [lo, hi): they become one */
-	for (j = i; j < f->nprot && f->prot[j].lo <= hi; j++) {
-		if (f->prot[j].lo < lo)
-			lo = f->prot[j].lo;
-		if (f->prot[j].hi > hi)
-			hi = f->prot[j].hi;
+	for (j = i; j < f->stream->nprot && f->stream->prot[j].lo <= hi; j++) {
+		if (f->stream->prot[j].lo < lo)
+			lo = f->stream->prot[j].lo;
+		if (f->stream->prot[j].hi > hi)
+			hi = f->stream->prot[j].hi;
 	}
-	if (j == i && f->nprot == cap) {
-		f->prot_all = true;
+	if (j == i && f->stream->nprot == cap) {
+		f->stream->prot_all = true;
 		return;
 	}
 	if (j == i) {
-		memmove(&f->prot[i + 1], &f->prot[i],
-			(f->nprot - i) * sizeof(f->prot[0]));
-		f->nprot++;
+		memmove(&f->stream->prot[i + 1], &f->stream->prot[i],
+			(f->stream->nprot - i) * sizeof(f->stream->prot[0]));
+		f->stream->nprot++;
 	} else if (j > i + 1) {
-		memmove(&f->prot[i + 1], &f->prot[j],
-			(f->nprot - j) * sizeof(f->prot[0]));
-		f->nprot -= j - i - 1;
+		memmove(&f->stream->prot[i + 1], &f->stream->prot[j],
+			(f->stream->nprot - j) * sizeof(f->stream->prot[0]));
+		f->stream->nprot -= j - i - 1;
 	}
-	f->prot[i].lo = lo;
-	f->prot[i].hi = hi;
+	f->stream->prot[i].lo = lo;
+	f->stream->prot[i].hi = hi;
 }
 
 static off_t page_down(off_t x)
@@ -90,7 +90,7 @@ static void note_range(struct dcfs_file *f, off_t lo, off_t hi)
 	if (cs.nr_cache == 0)
 		return;
 	/* Rare (the file is shared): find the pages one by one. */
-	for (off_t p = lo; p < hi && !f->prot_all; p += PAGE)
+	for (off_t p = lo; p < hi && !f->stream->prot_all; p += PAGE)
 		if (dcfs_cachestat(f->fd, (uint64_t)p, PAGE, &cs) == 0 &&
 		    cs.nr_cache)
 			protect(f, p, p + PAGE);
@@ -106,18 +106,18 @@ static void note_resident(struct dcfs_file *f, off_t off, size_t len)
 {
 	off_t lo = page_down(off), hi = page_up(off + (off_t)len);
 
-	if (f->prot_all)
+	if (f->stream->prot_all)
 		return;
-	if (f->seen_hi > f->seen_lo) {
-		note_range(f, lo, lo < f->seen_lo ? f->seen_lo : lo);
-		note_range(f, hi > f->seen_hi ? f->seen_hi : hi, hi);
+	if (f->stream->seen_hi > f->stream->seen_lo) {
+		note_range(f, lo, lo < f->stream->seen_lo ? f->stream->seen_lo : lo);
+		note_range(f, hi > f->stream->seen_hi ? f->stream->seen_hi : hi, hi);
 	} else {
 		note_range(f, lo, hi);
 	}
-	if (f->seen_hi == f->seen_lo || lo < f->seen_lo)
-		f->seen_lo = lo;
-	if (hi > f->seen_hi)
-		f->seen_hi = hi;
+	if (f->stream->seen_hi == f->stream->seen_lo || lo < f->stream->seen_lo)
+		f->stream->seen_lo = lo;
+	if (hi > f->stream->seen_hi)
+		f->stream->seen_hi = hi;
 }
 
 static void advise_dontneed(int fd, off_t lo, off_t hi)
@@ -138,10 +138,10 @@ static void drop_unprotected(struct dcfs_file *f, off_t lo, off_t hi)
 	lo = page_down(lo);
 	hi = page_up(hi);
 	pos = lo;
-	if (f->prot_all || hi <= lo)
+	if (f->stream->prot_all || hi <= lo)
 		return;
-	for (unsigned int i = 0; i < f->nprot; i++) {
-		const struct range *r = &f->prot[i];
+	for (unsigned int i = 0; i < f->stream->nprot; i++) {
+		const struct range *r = &f->stream->prot[i];
 
 		if (r->hi <= pos || r->lo >= hi)
 			continue;
@@ -171,13 +171,13 @@ static off_t read_ahead_reach(struct dcfs_file *f)
 {
 	long long ra;
 
-	if (!f->ra_reach) {
+	if (!f->stream->ra_reach) {
 		ra = file_read_ahead_bytes(f->fd);
-		f->ra_reach = ra > 0 ? (off_t)(2 * ra) : RA_REACH_DEFAULT;
-		if (f->ra_reach > RA_REACH_MAX)
-			f->ra_reach = RA_REACH_MAX;
+		f->stream->ra_reach = ra > 0 ? (off_t)(2 * ra) : RA_REACH_DEFAULT;
+		if (f->stream->ra_reach > RA_REACH_MAX)
+			f->stream->ra_reach = RA_REACH_MAX;
 	}
-	return f->ra_reach;
+	return f->stream->ra_reach;
 }
 
 ssize_t fallback_read(struct dcfs_file *f, void *buf, size_t len, off_t off)
@@ -194,12 +194,12 @@ ssize_t fallback_read(struct dcfs_file *f, void *buf, size_t len, off_t off)
 
 static void start_window(struct dcfs_file *f)
 {
-	sync_file_range(f->fd, f->wb_lo, f->wb_hi - f->wb_lo,
+	sync_file_range(f->fd, f->stream->wb_lo, f->stream->wb_hi - f->stream->wb_lo,
 			SYNC_FILE_RANGE_WRITE);
-	drop_written(f, f->wb_prev_lo, f->wb_prev_hi);
-	f->wb_prev_lo = f->wb_lo;
-	f->wb_prev_hi = f->wb_hi;
-	f->wb_lo = f->wb_hi = 0;
+	drop_written(f, f->stream->wb_prev_lo, f->stream->wb_prev_hi);
+	f->stream->wb_prev_lo = f->stream->wb_lo;
+	f->stream->wb_prev_hi = f->stream->wb_hi;
+	f->stream->wb_lo = f->stream->wb_hi = 0;
 }
 
 ssize_t fallback_write(struct dcfs_file *f, const void *buf, size_t len,
@@ -216,17 +216,17 @@ ssize_t fallback_write(struct dcfs_file *f, const void *buf, size_t len,
 	if (f->flags & O_APPEND)
 		off = lseek(f->fd, 0, SEEK_END) - n;
 	end = off + n;
-	if (f->wb_hi == f->wb_lo) {
-		f->wb_lo = off;
-		f->wb_hi = end;
+	if (f->stream->wb_hi == f->stream->wb_lo) {
+		f->stream->wb_lo = off;
+		f->stream->wb_hi = end;
 	} else {
 		/* The window is a span; a seek only widens it. */
-		if (off < f->wb_lo)
-			f->wb_lo = off;
-		if (end > f->wb_hi)
-			f->wb_hi = end;
+		if (off < f->stream->wb_lo)
+			f->stream->wb_lo = off;
+		if (end > f->stream->wb_hi)
+			f->stream->wb_hi = end;
 	}
-	if ((uint64_t)(f->wb_hi - f->wb_lo) >= f->window)
+	if ((uint64_t)(f->stream->wb_hi - f->stream->wb_lo) >= f->stream->window)
 		start_window(f);
 	return n;
 }
@@ -234,19 +234,19 @@ ssize_t fallback_write(struct dcfs_file *f, const void *buf, size_t len,
 /* At release: nothing of the stream stays behind. */
 void fallback_finish(struct dcfs_file *f)
 {
-	if (f->wb_hi > f->wb_lo)
+	if (f->stream->wb_hi > f->stream->wb_lo)
 		start_window(f);
-	drop_written(f, f->wb_prev_lo, f->wb_prev_hi);
-	f->wb_prev_lo = f->wb_prev_hi = 0;
+	drop_written(f, f->stream->wb_prev_lo, f->stream->wb_prev_hi);
+	f->stream->wb_prev_lo = f->stream->wb_prev_hi = 0;
 	/* Read-ahead the fd did before POSIX_FADV_RANDOM took effect. */
-	if (f->fadv_random)
-		drop_unprotected(f, f->seen_lo, f->seen_hi);
+	if (f->stream->fadv_random)
+		drop_unprotected(f, f->stream->seen_lo, f->stream->seen_hi);
 	/*
 	 * RWF_DONTCACHE leaves a page behind when FUSE splits a write inside
 	 * it (a 1 MiB write from an unaligned buffer arrives as 1048560 + 16
 	 * bytes) and the second piece lands while the first is under
 	 * writeback: drop what the handle wrote uncached once it is written.
 	 */
-	if (f->dc_hi > f->dc_lo)
-		drop_written(f, f->dc_lo, f->dc_hi);
+	if (f->stream->dc_hi > f->stream->dc_lo)
+		drop_written(f, f->stream->dc_lo, f->stream->dc_hi);
 }

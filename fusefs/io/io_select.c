@@ -84,8 +84,8 @@ static void start_deferred(struct dcfs_file *f, int target, uint64_t after,
 			   struct fuse_file_info *fi)
 {
 	f->io = &io_stream;
-	f->target = target;
-	f->switch_after = after ? after : 1;
+	f->stream->target = target;
+	f->stream->switch_after = after ? after : 1;
 	f->was_resident = file_has_cached_pages(f->fd);
 	fi->keep_cache = 1;
 }
@@ -114,14 +114,13 @@ static bool close_is_noop(int fd)
 	}
 }
 
-static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
-			   const struct dcfs_config *cfg,
-			   struct fuse_file_info *fi)
+static int apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
+			  const struct dcfs_config *cfg,
+			  struct fuse_file_info *fi)
 {
+	int err;
+
 	f->policy = d->policy;
-	f->window = cfg->window;
-	f->ra_cap = cfg->readahead;
-	f->ra_prefetch = cfg->prefetch;
 	if (d->policy == POLICY_CACHE) {
 		f->io = &io_plain;
 		fi->keep_cache = 1;
@@ -132,8 +131,14 @@ static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 		 * keep FLUSH: close returns their deferred write errors.
 		 */
 		fi->noflush = close_is_noop(f->fd);
-		return;
+		return 0;
 	}
+	err = stream_state_alloc(f);
+	if (err)
+		return err;
+	f->stream->window = cfg->window;
+	f->stream->ra_cap = cfg->readahead;
+	f->stream->ra_prefetch = cfg->prefetch;
 	f->probe = probe_get(f->fd);
 	if (d->policy == POLICY_AUTO)
 		/* A small file being written is also held back by min_size. */
@@ -156,7 +161,7 @@ static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 		 * trails it, if passthrough.c can set that up: not for a file
 		 * in use at open, whose pages would go with the stream's.
 		 */
-		f->dropbehind_wish = cfg->passthrough_reads &&
+		f->pt.dropbehind_wish = cfg->passthrough_reads &&
 				     (f->flags & O_ACCMODE) == O_RDONLY &&
 				     f->read_uncached &&
 				     !file_has_cached_pages(f->fd);
@@ -164,15 +169,16 @@ static void apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 		 * Or, where the kernel offers it (kernel-patches/), the kernel
 		 * reads and writes the stream itself with RWF_DONTCACHE.
 		 */
-		f->kernel_uncached_wish = cfg->passthrough_uncached;
+		f->pt.kernel_uncached_wish = cfg->passthrough_uncached;
 		/*
 		 * The kernel's read-ahead requests are up to 1 MiB and already
 		 * overlap with the reader: 2 MiB windows serve them as well as
 		 * larger ones (measured), with less memory per reader.
 		 */
-		if (f->fuse_cached && f->ra_cap)
-			f->ra_cap = FRA_WINDOW;
+		if (f->fuse_cached && f->stream->ra_cap)
+			f->stream->ra_cap = FRA_WINDOW;
 	}
+	return 0;
 }
 
 /*
@@ -235,7 +241,11 @@ int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi)
 		config_put(cfg);
 		return err;
 	}
-	apply_decision(f, &d, cfg, fi);
+	err = apply_decision(f, &d, cfg, fi);
+	if (err) {
+		config_put(cfg);
+		return err;
+	}
 	/* Close-to-open: the kernel drops what it cached before open returns. */
 	if (outside)
 		fi->keep_cache = 0;

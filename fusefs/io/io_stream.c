@@ -38,10 +38,10 @@ static ssize_t read_uncached(struct dcfs_file *f, void *buf, size_t len,
 			stats_io(f, ST_READ_DONTCACHE, (uint64_t)n);
 		return n;
 	}
-	if (!f->fadv_random) {
+	if (!f->stream->fadv_random) {
 		/* Only what we read may come in: it is dropped right after. */
 		posix_fadvise(f->fd, 0, 0, POSIX_FADV_RANDOM);
-		f->fadv_random = true;
+		f->stream->fadv_random = true;
 	}
 	n = fallback_read(f, buf, len, off);
 	if (n > 0)
@@ -63,17 +63,17 @@ void set_uncached_flags(struct dcfs_file *f, int policy)
  */
 static bool ra_reserve(struct dcfs_file *f)
 {
-	if (f->ra_buf)
+	if (f->stream->ra_buf)
 		return true;
-	while (f->ra_cap) {
-		if (ra_account(f->ra_cap)) {
-			f->ra_buf = malloc(f->ra_cap);
-			if (f->ra_buf)
+	while (f->stream->ra_cap) {
+		if (ra_account(f->stream->ra_cap)) {
+			f->stream->ra_buf = malloc(f->stream->ra_cap);
+			if (f->stream->ra_buf)
 				return true;
-			ra_unaccount(f->ra_cap);
+			ra_unaccount(f->stream->ra_cap);
 		}
 		/* 0 in the end: do not retry on every read */
-		f->ra_cap = f->ra_cap / 2 >= RA_MIN_CAP ? f->ra_cap / 2 : 0;
+		f->stream->ra_cap = f->stream->ra_cap / 2 >= RA_MIN_CAP ? f->stream->ra_cap / 2 : 0;
 	}
 	return false;
 }
@@ -81,8 +81,8 @@ static bool ra_reserve(struct dcfs_file *f)
 static bool ra_covers(const struct dcfs_file *f, size_t size, off_t off,
 		      uint64_t gen)
 {
-	return f->ra_len && f->ra_gen == gen && off >= f->ra_off &&
-	       off + (off_t)size <= f->ra_off + (off_t)f->ra_len;
+	return f->stream->ra_len && f->stream->ra_gen == gen && off >= f->stream->ra_off &&
+	       off + (off_t)size <= f->stream->ra_off + (off_t)f->stream->ra_len;
 }
 
 /*
@@ -96,13 +96,13 @@ static bool ra_covers(const struct dcfs_file *f, size_t size, off_t off,
 static ssize_t read_exact(struct dcfs_file *f, void *buf, size_t size,
 			  off_t off)
 {
-	bool toggle = f->fuse_cached && !f->fadv_random;
+	bool toggle = f->fuse_cached && !f->stream->fadv_random;
 	ssize_t n;
 
 	if (toggle)
 		posix_fadvise(f->fd, 0, 0, POSIX_FADV_RANDOM);
 	n = read_uncached(f, buf, size, off);
-	if (toggle && !f->fadv_random)
+	if (toggle && !f->stream->fadv_random)
 		posix_fadvise(f->fd, 0, 0, POSIX_FADV_NORMAL);
 	return n;
 }
@@ -129,18 +129,18 @@ static void read_direct(fuse_req_t req, struct dcfs_file *f, size_t size,
 static bool prev_covers(const struct dcfs_file *f, size_t size, off_t off,
 			uint64_t gen)
 {
-	return f->ra_prev_buf && f->ra_prev_len && f->ra_prev_gen == gen &&
-	       off >= f->ra_prev_off &&
-	       off + (off_t)size <= f->ra_prev_off + (off_t)f->ra_prev_len;
+	return f->stream->ra_prev_buf && f->stream->ra_prev_len && f->stream->ra_prev_gen == gen &&
+	       off >= f->stream->ra_prev_off &&
+	       off + (off_t)size <= f->stream->ra_prev_off + (off_t)f->stream->ra_prev_len;
 }
 
 static void reply_from_ra(fuse_req_t req, struct dcfs_file *f, size_t size,
 			  off_t off)
 {
-	size_t skip = (size_t)(off - f->ra_off);
-	size_t n = f->ra_len - skip < size ? f->ra_len - skip : size;
+	size_t skip = (size_t)(off - f->stream->ra_off);
+	size_t n = f->stream->ra_len - skip < size ? f->stream->ra_len - skip : size;
 
-	fuse_reply_buf(req, f->ra_buf + skip, n);
+	fuse_reply_buf(req, f->stream->ra_buf + skip, n);
 }
 
 static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
@@ -162,44 +162,44 @@ static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 	 * window (4K, 64K, 1M...): others would cross into the next window
 	 * somewhere the prefetch could not start from.
 	 */
-	seq = off == f->ra_last_end ||
-	      (f->fuse_cached && f->ra_len && off >= f->ra_off &&
-	       off < f->ra_off + (off_t)(f->ra_len + f->ra_cap));
-	tiles = f->ra_prefetch && size && f->ra_cap % size == 0;
-	f->ra_last_end = off + (off_t)size;
+	seq = off == f->stream->ra_last_end ||
+	      (f->fuse_cached && f->stream->ra_len && off >= f->stream->ra_off &&
+	       off < f->stream->ra_off + (off_t)(f->stream->ra_len + f->stream->ra_cap));
+	tiles = f->stream->ra_prefetch && size && f->stream->ra_cap % size == 0;
+	f->stream->ra_last_end = off + (off_t)size;
 	/* Writes of passthrough handles change the data behind our back. */
 	if (passthrough_bypassed(f->inode)) {
-		f->ra_len = 0;
-		f->ra_prev_len = 0;
+		f->stream->ra_len = 0;
+		f->stream->ra_prev_len = 0;
 		read_direct(req, f, size, off);
 		goto out;
 	} else if (ra_covers(f, size, off, gen)) {
 		reply_from_ra(req, f, size, off);
 	} else if (prev_covers(f, size, off, gen)) {
-		fuse_reply_buf(req, f->ra_prev_buf + (off - f->ra_prev_off),
+		fuse_reply_buf(req, f->stream->ra_prev_buf + (off - f->stream->ra_prev_off),
 			       size);
 		goto out;
-	} else if (f->fuse_cached && f->ra_len && off < f->ra_off &&
-		   off + (off_t)f->ra_cap > f->ra_off) {
+	} else if (f->fuse_cached && f->stream->ra_len && off < f->stream->ra_off &&
+		   off + (off_t)f->stream->ra_cap > f->stream->ra_off) {
 		/* late, and not in the window kept: leave the windows alone */
 		read_direct(req, f, size, off);
 		goto out;
-	} else if ((size < f->ra_cap || (tiles && size == f->ra_cap)) &&
-		   ra_reserve(f) && size <= f->ra_cap) {
+	} else if ((size < f->stream->ra_cap || (tiles && size == f->stream->ra_cap)) &&
+		   ra_reserve(f) && size <= f->stream->ra_cap) {
 		/* ra_reserve may have taken a smaller window */
-		tiles = f->ra_prefetch && size && f->ra_cap % size == 0;
+		tiles = f->stream->ra_prefetch && size && f->stream->ra_cap % size == 0;
 		if (!(seq && tiles && ra_take(f, off, gen) &&
 		      ra_covers(f, size, off, gen))) {
 			ra_quiesce(f);
-			n = read_uncached(f, f->ra_buf, f->ra_cap, off);
+			n = read_uncached(f, f->stream->ra_buf, f->stream->ra_cap, off);
 			if (n < 0) {
-				f->ra_len = 0;
+				f->stream->ra_len = 0;
 				fuse_reply_err(req, (int)-n);
 				goto out;
 			}
-			f->ra_off = off;
-			f->ra_len = (size_t)n;
-			f->ra_gen = gen;
+			f->stream->ra_off = off;
+			f->stream->ra_len = (size_t)n;
+			f->stream->ra_gen = gen;
 		}
 		reply_from_ra(req, f, size, off);
 	} else {
@@ -207,8 +207,8 @@ static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 		goto out;
 	}
 	/* A full window and a sequential reader: fetch the next one meanwhile. */
-	if (seq && tiles && f->ra_len == f->ra_cap && f->ra_gen == gen)
-		ra_prefetch(f, f->ra_off + (off_t)f->ra_len, gen);
+	if (seq && tiles && f->stream->ra_len == f->stream->ra_cap && f->stream->ra_gen == gen)
+		ra_prefetch(f, f->stream->ra_off + (off_t)f->stream->ra_len, gen);
 out:
 	pthread_mutex_unlock(&f->lock);
 }
@@ -264,7 +264,7 @@ static ssize_t stream_write(struct dcfs_file *f, struct fuse_bufvec *in,
  */
 static bool trails_fuse_cache(const struct dcfs_file *f)
 {
-	return f->fuse_cached || (f->target && !f->switch_after);
+	return f->fuse_cached || (f->stream->target && !f->stream->switch_after);
 }
 
 static void stream_release(struct dcfs_file *f)
@@ -280,12 +280,25 @@ static void stream_release(struct dcfs_file *f)
 	 */
 	if (trails_fuse_cache(f))
 		notify_inval(f->inode->nodeid, 0, 0, 0);
-	if (f->target && !f->switch_after && !f->was_resident)
-		drop_written(f, f->pre_lo, f->seq_next + SEQ_SLACK);
-	if (f->ra_buf) {
-		free(f->ra_buf);
-		ra_unaccount(f->ra_cap);
+	if (f->stream->target && !f->stream->switch_after && !f->was_resident)
+		drop_written(f, f->stream->pre_lo, f->stream->seq_next + SEQ_SLACK);
+	if (f->stream->ra_buf) {
+		free(f->stream->ra_buf);
+		ra_unaccount(f->stream->ra_cap);
 	}
+}
+
+int stream_state_alloc(struct dcfs_file *f)
+{
+	f->stream = calloc(1, sizeof(*f->stream));
+	return f->stream ? 0 : -ENOMEM;
+}
+
+/* With the handle, after its release: what it held is gone by then. */
+void stream_state_free(struct dcfs_file *f)
+{
+	free(f->stream);
+	f->stream = NULL;
 }
 
 const struct dcfs_io io_stream = {
@@ -306,16 +319,16 @@ static void switch_now(struct dcfs_file *f)
 	fuse_ino_t ino = f->inode->nodeid;
 
 	/* Counters stay with the class decided at open (auto, or deferred). */
-	f->switch_after = 0;
-	set_uncached_flags(f, f->target);
+	f->stream->switch_after = 0;
+	set_uncached_flags(f, f->stream->target);
 	stats_io(f, ST_SWITCHED, 1);
 	if (!f->was_resident)
-		drop_written(f, f->pre_lo, f->pre_hi);
-	notify_inval(ino, f->pre_lo, f->pre_hi - f->pre_lo, f->cached_writer);
-	f->inval_done = f->pre_hi;
+		drop_written(f, f->stream->pre_lo, f->stream->pre_hi);
+	notify_inval(ino, f->stream->pre_lo, f->stream->pre_hi - f->stream->pre_lo, f->cached_writer);
+	f->stream->inval_done = f->stream->pre_hi;
 	log_debug("ino %llu: switched to %s after %llu bytes\n",
-		  (unsigned long long)f->inode->ino, policy_name(f->target),
-		  (unsigned long long)f->seq_run);
+		  (unsigned long long)f->inode->ino, policy_name(f->stream->target),
+		  (unsigned long long)f->stream->seq_run);
 }
 
 /*
@@ -336,15 +349,15 @@ static void switch_now(struct dcfs_file *f)
  */
 static void trail_inval(struct dcfs_file *f)
 {
-	off_t lag = f->fuse_cached ? FRA_LAG : (off_t)f->window;
-	off_t chunk = f->fuse_cached ? FRA_CHUNK : (off_t)f->window;
-	off_t upto = f->seq_next - lag;
+	off_t lag = f->fuse_cached ? FRA_LAG : (off_t)f->stream->window;
+	off_t chunk = f->fuse_cached ? FRA_CHUNK : (off_t)f->stream->window;
+	off_t upto = f->stream->seq_next - lag;
 
-	if (upto < f->inval_done + chunk)
+	if (upto < f->stream->inval_done + chunk)
 		return;
-	notify_inval(f->inode->nodeid, f->inval_done, upto - f->inval_done,
+	notify_inval(f->inode->nodeid, f->stream->inval_done, upto - f->stream->inval_done,
 		     f->cached_writer);
-	f->inval_done = upto;
+	f->stream->inval_done = upto;
 }
 
 /*
@@ -354,11 +367,11 @@ static void trail_inval(struct dcfs_file *f)
  */
 static void drop_left_behind(struct dcfs_file *f, off_t next)
 {
-	off_t lo = f->inval_done > f->seq_start ? f->inval_done : f->seq_start;
+	off_t lo = f->stream->inval_done > f->stream->seq_start ? f->stream->inval_done : f->stream->seq_start;
 
-	if (f->seq_next > lo)
-		notify_inval(f->inode->nodeid, lo, f->seq_next - lo, f->cached_writer);
-	f->inval_done = next;
+	if (f->stream->seq_next > lo)
+		notify_inval(f->inode->nodeid, lo, f->stream->seq_next - lo, f->cached_writer);
+	f->stream->inval_done = next;
 }
 
 /*
@@ -368,38 +381,38 @@ static void drop_left_behind(struct dcfs_file *f, off_t next)
  */
 static bool continues_stream(const struct dcfs_file *f, off_t off)
 {
-	return f->seq_run && off + SEQ_SLACK >= f->seq_start &&
-	       off <= f->seq_next + SEQ_SLACK;
+	return f->stream->seq_run && off + SEQ_SLACK >= f->stream->seq_start &&
+	       off <= f->stream->seq_next + SEQ_SLACK;
 }
 
 void io_account(struct dcfs_file *f, off_t off, size_t n)
 {
 	off_t end = off + (off_t)n;
 
-	if (f->io != &io_stream || !n || !(f->target || f->fuse_cached))
+	if (f->io != &io_stream || !n || !(f->stream->target || f->fuse_cached))
 		return;
 	pthread_mutex_lock(&f->lock);
 	if (!continues_stream(f, off)) {
 		if (f->fuse_cached)
 			drop_left_behind(f, off);
-		f->seq_start = off;
-		f->seq_next = off;
-		f->seq_run = 0;
+		f->stream->seq_start = off;
+		f->stream->seq_next = off;
+		f->stream->seq_run = 0;
 	}
-	f->seq_run += n;
-	if (end > f->seq_next)
-		f->seq_next = end;
-	if (f->switch_after) {
+	f->stream->seq_run += n;
+	if (end > f->stream->seq_next)
+		f->stream->seq_next = end;
+	if (f->stream->switch_after) {
 		/* Everything this handle put in the caches before the switch. */
-		if (f->pre_hi == f->pre_lo || off < f->pre_lo)
-			f->pre_lo = off;
-		if (end > f->pre_hi)
-			f->pre_hi = end;
-		if (f->seq_run >= f->switch_after)
+		if (f->stream->pre_hi == f->stream->pre_lo || off < f->stream->pre_lo)
+			f->stream->pre_lo = off;
+		if (end > f->stream->pre_hi)
+			f->stream->pre_hi = end;
+		if (f->stream->seq_run >= f->stream->switch_after)
 			switch_now(f);
 	} else {
-		if (f->inval_done > f->seq_next)
-			f->inval_done = f->seq_start;
+		if (f->stream->inval_done > f->stream->seq_next)
+			f->stream->inval_done = f->stream->seq_start;
 		trail_inval(f);
 	}
 	pthread_mutex_unlock(&f->lock);

@@ -362,7 +362,7 @@ static uint32_t uncached_flags(const struct dcfs_file *f, bool reads,
 {
 	uint32_t flags = 0;
 
-	if (!atomic_load(&pt.dontcache) || !f->kernel_uncached_wish ||
+	if (!atomic_load(&pt.dontcache) || !f->pt.kernel_uncached_wish ||
 	    !f->probe)
 		return 0;
 	if (reads && f->read_uncached) {
@@ -395,10 +395,10 @@ static enum wish wish_of(const struct dcfs_file *f,
 	bool reads = acc != O_WRONLY, writes = acc != O_RDONLY;
 
 	*uncached = 0;
-	if (f->switch_after)
+	if (f->stream && f->stream->switch_after)
 		return fi->direct_io ? WISH_DAEMON : WISH_CACHED;
 	/* A streaming reader the kernel can serve: dropbehind.c trails it. */
-	if (f->dropbehind_wish && !writes)
+	if (f->pt.dropbehind_wish && !writes)
 		return WISH_KERNEL;
 	if ((reads && f->read_uncached) || (writes && f->write_uncached)) {
 		*uncached = uncached_flags(f, reads, writes);
@@ -423,7 +423,7 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 	int kind = PT_FWD, id;
 
 	armed.fh = 0;
-	f->pt = PT_NONE;
+	f->pt.kind = PT_NONE;
 	if (f->inode->type != S_IFREG)
 		return;
 	/* Off, and no inode left that needs its opens to agree: nothing to track. */
@@ -476,16 +476,16 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 	}
 	if (kind == PT_KERNEL)
 		n->n_kernel++;
-	if (kind == PT_KERNEL && f->dropbehind_wish)
+	if (kind == PT_KERNEL && f->pt.dropbehind_wish)
 		n->n_drop++;
 	pthread_mutex_unlock(&pt.lock);
-	f->pt = kind;
-	f->pt_uncached = kind == PT_KERNEL ? uncached : 0;
+	f->pt.kind = kind;
+	f->pt.uncached = kind == PT_KERNEL ? uncached : 0;
 	if (kind == PT_KERNEL) {
 		fi->direct_io = 0;
 		fi->keep_cache = 0; /* the kernel rejects it with passthrough */
 		atomic_fetch_add(&pt.opens_kernel, 1);
-		if (f->pt_uncached)
+		if (f->pt.uncached)
 			atomic_fetch_add(&pt.opens_uncached, 1);
 		stats_add(f->policy, ST_PASSTHROUGH, 1);
 	} else if (kind == PT_DAEMON) {
@@ -502,16 +502,16 @@ void passthrough_release(struct dcfs_file *f)
 	struct pt_node *n;
 	int id = 0;
 
-	if (f->pt == PT_NONE)
+	if (f->pt.kind == PT_NONE)
 		return;
 	pthread_mutex_lock(&pt.lock);
 	n = node_find(f->inode);
-	if (n && f->pt == PT_FWD) {
+	if (n && f->pt.kind == PT_FWD) {
 		n->n_fwd--;
 	} else if (n) {
-		if (f->pt == PT_KERNEL)
+		if (f->pt.kind == PT_KERNEL)
 			n->n_kernel--;
-		if (f->pt == PT_KERNEL && f->dropbehind_wish)
+		if (f->pt.kind == PT_KERNEL && f->pt.dropbehind_wish)
 			n->n_drop--;
 		if (writable(f)) {
 			n->n_bypass--;
@@ -528,7 +528,7 @@ void passthrough_release(struct dcfs_file *f)
 	if (id > 0)
 		backing_close(id);
 	pthread_mutex_unlock(&pt.lock);
-	f->pt = PT_NONE;
+	f->pt.kind = PT_NONE;
 }
 
 /*
@@ -552,13 +552,13 @@ bool passthrough_backed(const struct dcfs_inode *inode)
 /* Does the kernel reach the backing file of handle f's inode (I/O or maps)? */
 bool passthrough_reaches_backing(const struct dcfs_file *f)
 {
-	return f->pt == PT_KERNEL || f->pt == PT_DAEMON;
+	return f->pt.kind == PT_KERNEL || f->pt.kind == PT_DAEMON;
 }
 
 /* Does the kernel read and write the backing file for handle f itself? */
 bool passthrough_by_kernel(const struct dcfs_file *f)
 {
-	return f->pt == PT_KERNEL;
+	return f->pt.kind == PT_KERNEL;
 }
 
 /*

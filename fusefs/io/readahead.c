@@ -72,7 +72,7 @@ struct ra_next {
 static void *ra_main(void *arg)
 {
 	struct dcfs_file *f = arg;
-	struct ra_next *r = f->ra_next;
+	struct ra_next *r = f->stream->ra_next;
 
 	pthread_mutex_lock(&r->lock);
 	for (;;) {
@@ -110,7 +110,7 @@ static struct ra_next *ra_create(struct dcfs_file *f)
 
 	if (!r)
 		return NULL;
-	r->cap = f->ra_cap;
+	r->cap = f->stream->ra_cap;
 	if (!ra_account(r->cap))
 		goto out_free;
 	r->buf = malloc(r->cap);
@@ -118,7 +118,7 @@ static struct ra_next *ra_create(struct dcfs_file *f)
 		goto out_unaccount;
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cv, NULL);
-	f->ra_next = r;
+	f->stream->ra_next = r;
 	/* Signals are for libfuse's threads. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -128,7 +128,7 @@ static struct ra_next *ra_create(struct dcfs_file *f)
 		r->thread_up = true;
 		return r;
 	}
-	f->ra_next = NULL;
+	f->stream->ra_next = NULL;
 	pthread_cond_destroy(&r->cv);
 	pthread_mutex_destroy(&r->lock);
 	free(r->buf);
@@ -145,15 +145,15 @@ out_free:
  */
 void ra_prefetch(struct dcfs_file *f, off_t off, uint64_t gen)
 {
-	struct ra_next *r = f->ra_next;
+	struct ra_next *r = f->stream->ra_next;
 
-	if (!f->ra_prefetch || !f->ra_buf ||
+	if (!f->stream->ra_prefetch || !f->stream->ra_buf ||
 	    atomic_load(&f->probe->rd) != PROBE_YES)
 		return;
 	if (!r) {
 		r = ra_create(f);
 		if (!r) {
-			f->ra_prefetch = false; /* do not retry on every read */
+			f->stream->ra_prefetch = false; /* do not retry on every read */
 			return;
 		}
 	}
@@ -179,23 +179,23 @@ void ra_prefetch(struct dcfs_file *f, off_t off, uint64_t gen)
  */
 static char *keep_previous(struct dcfs_file *f)
 {
-	char *spare = f->ra_prev_buf;
+	char *spare = f->stream->ra_prev_buf;
 
 	if (!f->fuse_cached)
-		return f->ra_buf;
+		return f->stream->ra_buf;
 	if (!spare) {
-		if (!ra_account(f->ra_cap))
-			return f->ra_buf;
-		spare = malloc(f->ra_cap);
+		if (!ra_account(f->stream->ra_cap))
+			return f->stream->ra_buf;
+		spare = malloc(f->stream->ra_cap);
 		if (!spare) {
-			ra_unaccount(f->ra_cap);
-			return f->ra_buf;
+			ra_unaccount(f->stream->ra_cap);
+			return f->stream->ra_buf;
 		}
 	}
-	f->ra_prev_buf = f->ra_buf;
-	f->ra_prev_off = f->ra_off;
-	f->ra_prev_len = f->ra_len;
-	f->ra_prev_gen = f->ra_gen;
+	f->stream->ra_prev_buf = f->stream->ra_buf;
+	f->stream->ra_prev_off = f->stream->ra_off;
+	f->stream->ra_prev_len = f->stream->ra_len;
+	f->stream->ra_prev_gen = f->stream->ra_gen;
 	return spare;
 }
 
@@ -206,7 +206,7 @@ static char *keep_previous(struct dcfs_file *f)
  */
 bool ra_take(struct dcfs_file *f, off_t off, uint64_t gen)
 {
-	struct ra_next *r = f->ra_next;
+	struct ra_next *r = f->stream->ra_next;
 	bool used = false;
 	char *tmp;
 
@@ -220,11 +220,11 @@ bool ra_take(struct dcfs_file *f, off_t off, uint64_t gen)
 		ra_wait(r);
 		if (r->len >= 0 && atomic_load(&f->inode->data_gen) == gen) {
 			tmp = keep_previous(f);
-			f->ra_buf = r->buf;
+			f->stream->ra_buf = r->buf;
 			r->buf = tmp;
-			f->ra_off = r->off;
-			f->ra_len = (size_t)r->len;
-			f->ra_gen = gen;
+			f->stream->ra_off = r->off;
+			f->stream->ra_len = (size_t)r->len;
+			f->stream->ra_gen = gen;
 			used = true;
 		}
 	} else {
@@ -243,7 +243,7 @@ bool ra_take(struct dcfs_file *f, off_t off, uint64_t gen)
  */
 void ra_quiesce(struct dcfs_file *f)
 {
-	struct ra_next *r = f->ra_next;
+	struct ra_next *r = f->stream->ra_next;
 
 	if (!r)
 		return;
@@ -255,7 +255,7 @@ void ra_quiesce(struct dcfs_file *f)
 /* At release, before the fd is closed. */
 void ra_stop(struct dcfs_file *f)
 {
-	struct ra_next *r = f->ra_next;
+	struct ra_next *r = f->stream->ra_next;
 
 	if (!r)
 		return;
@@ -271,10 +271,10 @@ void ra_stop(struct dcfs_file *f)
 	free(r->buf);
 	ra_unaccount(r->cap);
 	free(r);
-	f->ra_next = NULL;
-	if (f->ra_prev_buf) {
-		free(f->ra_prev_buf);
-		f->ra_prev_buf = NULL;
-		ra_unaccount(f->ra_cap);
+	f->stream->ra_next = NULL;
+	if (f->stream->ra_prev_buf) {
+		free(f->stream->ra_prev_buf);
+		f->stream->ra_prev_buf = NULL;
+		ra_unaccount(f->stream->ra_cap);
 	}
 }

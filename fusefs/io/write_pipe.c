@@ -133,7 +133,7 @@ struct wpipe {
 	size_t blen;
 	struct creds_id id;
 	uint64_t inflight_limit, mount_limit;
-	/* io_lock: the backing-write state, also f->dc_lo/dc_hi */
+	/* io_lock: the backing-write state, also f->stream->dc_lo/dc_hi */
 	pthread_mutex_t io_lock;
 	uint64_t wb_limit;
 	off_t wb_front, wb_waited; /* bounded writeback */
@@ -342,10 +342,13 @@ static void note_ragged(struct wpipe *wp, off_t lo, off_t hi)
 /* The handle wrote [off, end) uncached: what to drop and wait for later. */
 static void note_uncached(struct dcfs_file *f, off_t off, off_t end)
 {
-	if (f->dc_hi == f->dc_lo || off < f->dc_lo)
-		f->dc_lo = off;
-	if (end > f->dc_hi)
-		f->dc_hi = end;
+	/* Only streams write uncached (set_uncached_flags()). */
+	if (!f->stream)
+		return;
+	if (f->stream->dc_hi == f->stream->dc_lo || off < f->stream->dc_lo)
+		f->stream->dc_lo = off;
+	if (end > f->stream->dc_hi)
+		f->stream->dc_hi = end;
 	if (!f->wp)
 		return;
 	if (off & (PAGE - 1))
