@@ -16,7 +16,7 @@ CFLAGS   ?= -O2 -g
 WARN     := -Wall -Wextra -Werror
 # mount.dcfs is standalone and defines its own feature macros.
 HELPER_CPPFLAGS := $(CPPFLAGS) -Iinclude -DDCFS_SBINDIR='"$(SBINDIR)"'
-CPPFLAGS += -Iinclude -D_GNU_SOURCE -DDCFS_SBINDIR='"$(SBINDIR)"' -DDCFS_SYSCONFDIR='"$(SYSCONFDIR)"'
+CPPFLAGS += -Iinclude -Ifusefs -D_GNU_SOURCE -DDCFS_SBINDIR='"$(SBINDIR)"' -DDCFS_SYSCONFDIR='"$(SYSCONFDIR)"'
 STD      := -std=gnu11
 
 # Debian packages needed to build and test; installed on demand by `deps`.
@@ -36,7 +36,7 @@ CHECK_LIBS   = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 # its own.
 DAEMON_SRCS := $(wildcard fusefs/*/*.c)
 DAEMON_SRCS := $(filter-out fusefs/helper/%,$(DAEMON_SRCS))
-HEADERS     := $(wildcard include/*.h)
+HEADERS     := $(wildcard include/*.h fusefs/*/*.h)
 TEST_SRCS   := $(wildcard tests/*.c)
 
 B := build

@@ -33,7 +33,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "dcfs.h"
+#include "core/core.h"
 
 #define GROUPS_ON_STACK 64
 

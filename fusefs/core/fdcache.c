@@ -23,7 +23,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "dcfs.h"
+#include "core/core.h"
 
 #define MIN_BUDGET 64
 

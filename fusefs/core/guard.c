@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
-#include "dcfs.h"
+#include "core/core.h"
 
 static dev_t self_dev; /* 0: unknown */
 

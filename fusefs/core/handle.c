@@ -32,7 +32,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "dcfs.h"
+#include "core/core.h"
 
 #define MAX_FILESYSTEMS 64
 /* Directory depth walked to prove a reopened directory is in the tree. */

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dcfs.h"
+#include "core/core.h"
 
 #define TABLE_MIN_BUCKETS 1024
 

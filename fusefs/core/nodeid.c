@@ -15,7 +15,7 @@
  */
 #include <stdlib.h>
 
-#include "dcfs.h"
+#include "core/core.h"
 
 #define MIN_BUCKETS 1024
 

@@ -5,6 +5,6 @@
  * core, below every user of it, so that reading a setting does not make a
  * module depend on the entry point that fills it in (daemon/main.c).
  */
-#include "dcfs.h"
+#include "core/core.h"
 
 struct dcfs_fs dcfs = { .root = { .fd = -1 } };

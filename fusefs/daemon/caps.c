@@ -17,7 +17,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "dcfs_io.h"
+#include "daemon/daemon.h"
 
 #define MAX_BACKING_FS 64
 

@@ -16,8 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dcfs.h"
-#include "dcfs_policy.h"
+#include "daemon/daemon.h"
 
 /* Loads path; prints every error as FILE:LINE: message. */
 int config_load_or_report(const char *path, struct dcfs_config **out)

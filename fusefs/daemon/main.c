@@ -12,9 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dcfs.h"
-#include "dcfs_io.h"
-#include "dcfs_policy.h"
+#include "daemon/daemon.h"
 
 static void warn_low_fd_limit(void)
 {

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dcfs.h"
+#include "daemon/daemon.h"
 
 enum {
 	KEY_HELP,

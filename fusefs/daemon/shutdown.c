@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dcfs.h"
+#include "daemon/daemon.h"
 
 static int wake[2] = { -1, -1 }; /* handler -> stop thread */
 static pthread_t stop_thread, main_thread;

@@ -18,7 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "dcfs.h"
+#include "handlers/handlers.h"
 
 static struct fuse_lowlevel_ops real;
 

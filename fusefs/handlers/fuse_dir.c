@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dcfs.h"
+#include "handlers/handlers.h"
 
 struct dcfs_dir {
 	DIR *dp;

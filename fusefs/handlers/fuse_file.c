@@ -19,8 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dcfs_io.h"
-#include "dcfs_policy.h"
+#include "handlers/handlers.h"
 
 /*
  * O_DIRECT is not passed down: FUSE hands the daemon buffers with no

@@ -15,7 +15,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "dcfs_io.h"
+#include "handlers/handlers.h"
 
 static void reply_entry_or_err(fuse_req_t req, int err,
 			       const struct fuse_entry_param *e)

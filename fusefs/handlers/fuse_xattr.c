@@ -12,8 +12,7 @@
 #include <sys/xattr.h>
 #include <time.h>
 
-#include "dcfs_io.h"
-#include "dcfs_policy.h"
+#include "handlers/handlers.h"
 
 /*
  * user.dcfs.* names are answered by dcfs itself and never reach the

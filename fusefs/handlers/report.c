@@ -13,8 +13,7 @@
 #include <string.h>
 #include <sys/sysmacros.h>
 
-#include "dcfs_io.h"
-#include "dcfs_policy.h"
+#include "handlers/handlers.h"
 
 #define NPOLICIES (POLICY_AUTO + 1)
 

@@ -24,7 +24,7 @@
  */
 #include <stdatomic.h>
 
-#include "dcfs_io.h"
+#include "io/io.h"
 
 /* 32 bits of the stamp's hash, 32 of data_gen: one atomic word. */
 static uint64_t stamp_of(const struct stat *st, uint64_t gen)

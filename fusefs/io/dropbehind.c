@@ -36,7 +36,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "dcfs_io.h"
+#include "io/io.h"
 #include "dcfs_sys.h"
 
 #define PAGE_BYTES 4096

@@ -27,7 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dcfs_io.h"
+#include "io/io.h"
 #include "dcfs_sys.h"
 
 #define PAGE 4096

@@ -6,7 +6,7 @@
  */
 #include <unistd.h>
 
-#include "dcfs_io.h"
+#include "io/io.h"
 
 void plain_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 		off_t off)

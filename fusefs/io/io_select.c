@@ -16,8 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dcfs_io.h"
-#include "dcfs_policy.h"
+#include "io/io.h"
 #include "dcfs_sys.h"
 
 int file_backing_path(struct dcfs_inode *inode, char *buf, size_t size)

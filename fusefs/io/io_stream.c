@@ -19,8 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dcfs_io.h"
-#include "dcfs_policy.h"
+#include "io/io.h"
 
 /* Under the mount's cap a handle takes a smaller window, down to this. */
 #define RA_MIN_CAP ((size_t)256 << 10)

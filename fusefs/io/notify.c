@@ -22,7 +22,7 @@
  */
 #include <stdlib.h>
 
-#include "dcfs_io.h"
+#include "io/io.h"
 
 #define QUEUE_MAX 1024
 

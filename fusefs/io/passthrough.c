@@ -99,8 +99,7 @@
 #include <unistd.h>
 
 #include "dcfs_fuse_proto.h"
-#include "dcfs_io.h"
-#include "dcfs_policy.h"
+#include "io/io.h"
 
 /*
  * Open flags the kernel accepts together with FOPEN_PASSTHROUGH.  The

@@ -15,7 +15,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "dcfs_io.h"
+#include "io/io.h"
 #include "dcfs_sys.h"
 
 #define MAX_PROBES 64

@@ -30,7 +30,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "dcfs_io.h"
+#include "io/io.h"
 
 /*
  * All read-ahead buffers of the mount together stay below this: 16

@@ -77,8 +77,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include "dcfs_io.h"
-#include "dcfs_policy.h"
+#include "io/io.h"
 
 #define PAGE 4096
 /* One max-size FUSE request; large enough that a backing write is cheap. */

@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "dcfs.h"
+#include "ops/ops.h"
 
 static _Atomic bool draining;
 

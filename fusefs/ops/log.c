@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <syslog.h>
 
-#include "dcfs.h"
+#include "ops/ops.h"
 
 static bool log_to_stderr = true;
 static int log_max_level = FUSE_LOG_INFO;

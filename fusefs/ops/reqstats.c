@@ -10,7 +10,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-#include "dcfs_io.h"
+#include "ops/ops.h"
 
 #define NOPCODES 64
 

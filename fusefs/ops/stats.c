@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Per-mount counters by I/O class (the policy decided at open).  Each open
- * handle also carries a struct file_stats (who opened it, the rule that
- * decided, bytes moved) for user.dcfs.files.
+ * Per-mount counters by I/O class (the policy decided at open).  The
+ * per-handle part (struct file_stats) is kept by core/file_stats.c.
  *
  * A leaf: every layer adds to the counters, nothing here calls back up.
  * Rendering them (with the state of the other layers) is
@@ -14,8 +13,8 @@
 #include <string.h>
 #include <sys/sysmacros.h>
 
-#include "dcfs_io.h"
 #include "dcfs_policy.h"
+#include "ops/ops.h"
 
 #define NPOLICIES (POLICY_AUTO + 1)
 
@@ -53,55 +52,6 @@ void stats_add(int policy, enum stat_kind k, uint64_t n)
 	if (policy > 0 && policy < NPOLICIES)
 		atomic_fetch_add_explicit(&counters[policy][k], n,
 					  memory_order_relaxed);
-}
-
-static bool is_read_kind(enum stat_kind k)
-{
-	return k == ST_READ_DONTCACHE || k == ST_READ_FALLBACK ||
-	       k == ST_READ_CACHED;
-}
-
-/* Data moved by handle f: the class counters and the handle's own. */
-void stats_io(struct dcfs_file *f, enum stat_kind k, uint64_t n)
-{
-	stats_add(f->policy, k, n);
-	if (f->stats && k != ST_SWITCHED && k != ST_OPENED)
-		atomic_fetch_add_explicit(&f->stats->bytes[is_read_kind(k) ? 0 : 1],
-					  n, memory_order_relaxed);
-}
-
-void stats_file_bytes(struct dcfs_file *f, bool read, uint64_t n)
-{
-	if (f->stats)
-		atomic_fetch_add_explicit(&f->stats->bytes[read ? 0 : 1], n,
-					  memory_order_relaxed);
-}
-
-int stats_file_open(fuse_req_t req, struct dcfs_file *f,
-		    const struct dcfs_decision *d)
-{
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	struct file_stats *st = calloc(1, sizeof(*st));
-
-	if (!st)
-		return -ENOMEM;
-	st->uid = ctx->uid;
-	st->pid = ctx->pid;
-	/* Copied: the class name belongs to a config a reload may free. */
-	snprintf(st->why, sizeof(st->why), "%s%s%s",
-		 d->class_name ? "class " : "",
-		 d->class_name ? d->class_name : "",
-		 d->class_name ? ", " : "");
-	snprintf(st->why + strlen(st->why), sizeof(st->why) - strlen(st->why),
-		 "%s", d->reason);
-	f->stats = st;
-	return 0;
-}
-
-void stats_file_close(struct dcfs_file *f)
-{
-	free(f->stats);
-	f->stats = NULL;
 }
 
 uint64_t stats_get(int policy, enum stat_kind k)

@@ -21,8 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dcfs.h"
-#include "dcfs_policy.h"
+#include "policy/policy.h"
 
 #define MAX_LINE 4096
 #define MAX_ERRORS 100

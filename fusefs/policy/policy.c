@@ -20,8 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "dcfs.h"
-#include "dcfs_policy.h"
+#include "policy/policy.h"
 
 static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct dcfs_config *current;

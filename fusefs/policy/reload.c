@@ -18,8 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dcfs.h"
-#include "dcfs_policy.h"
+#include "policy/policy.h"
 
 /*
  * The file is loaded by a loader thread of its own (which has a child

@@ -45,7 +45,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "dcfs_io.h"
+#include "transport/transport.h"
 
 _Static_assert(offsetof(struct fuse_init_out, max_pages) == 28,
 	       "fuse_init_out.max_pages");

@@ -53,7 +53,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "dcfs_io.h"
+#include "transport/transport.h"
 
 #define PAGE 4096
 /* Headers of a WRITE: what goes into libfuse's buffer. */

@@ -79,7 +79,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dcfs_io.h"
+#include "transport/transport.h"
 
 /* Protocol 7.42 names Debian 12's <linux/fuse.h> (7.38) lacks. */
 #define UR_INIT_OVER_IO_URING (1U << (41 - 32)) /* flags2 */

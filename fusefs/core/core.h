@@ -1,33 +1,28 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * dcfs — shared types of the daemon.
+ * fusefs/core/ -- Identity and resources: the handle and inode types every
+ * layer shares, the inode table, node ids, file handles, the O_PATH fd
+ * cache, caller credentials and the self-mount guards.
  *
  * Invariants:
  *  - Every FUSE node id is a number from nodeid.c, looked up on every
- *    request (never an address); identity is (st_dev, st_ino), never a path, so renames and hard links cannot
- *    confuse the table.  The inode reaches its backing object through an
- *    O_PATH fd, which the fd cache may close when the inode has a file
- *    handle to reopen it from: use it only between inode_pin() and
- *    inode_unpin().
- *  - An inode lives while nlookup > 0 (the kernel's lookup count); the root
- *    is never freed.
+ *    request (never an address); identity is (st_dev, st_ino), never a
+ *    path, so renames and hard links cannot confuse the table.  The inode
+ *    reaches its backing object through an O_PATH fd, which the fd cache
+ *    may close when the inode has a file handle to reopen it from: use it
+ *    only between inode_pin() and inode_unpin().
+ *  - An inode lives while nlookup > 0 (the kernel's lookup count); the
+ *    root is never freed.
  *  - Internal functions return >= 0 on success or -errno; every low-level
  *    handler ends in exactly one fuse_reply_*().
  */
-#ifndef DCFS_H
-#define DCFS_H
+#ifndef DCFS_LAYER_CORE_H
+#define DCFS_LAYER_CORE_H
 
-#define FUSE_USE_VERSION 312
-
-#include <errno.h>
-#include <fuse_lowlevel.h>
-#include <pthread.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <sys/stat.h>
-#include <sys/types.h>
+#include "ops/ops.h"
 
 #define DCFS_VERSION "0.1.0"
+
 /* Default seconds a SIGTERM waits for open files (-o stop_timeout). */
 #define DCFS_STOP_TIMEOUT 30
 
@@ -54,8 +49,6 @@ struct dcfs_inode {
 	/* What coherence.c last saw of the backing file (0: nothing yet). */
 	_Atomic uint64_t seen;
 };
-
-struct dcfs_file;
 
 /*
  * An I/O strategy, chosen once when a file is opened and kept in the
@@ -162,30 +155,37 @@ static inline long dcfs_err(long ret)
 	return ret < 0 ? -errno : ret;
 }
 
+static inline struct dcfs_file *dcfs_file_of(struct fuse_file_info *fi)
+{
+	return (struct dcfs_file *)(uintptr_t)fi->fh;
+}
+
+struct fdcache_stats {
+	size_t cached, peak, budget;
+	unsigned long reopens, evictions;
+};
+
+enum { CREDS_KEPT, CREDS_CALLER };
+
+enum { IO_AS_DAEMON, IO_RAISED, IO_AS_CALLER };
+
+struct creds_id {
+	uid_t uid;
+	gid_t gid;
+};
+
+struct creds_saved {
+	bool active, resource;
+	struct creds_id prev;
+};
+
+/* inode.c */
 /*
  * The inode of a node id from the kernel.  An id dcfs does not hold maps
  * to a placeholder whose inode_pin() fails with ESTALE, so handlers never
  * dereference what the kernel sent.
  */
 struct dcfs_inode *dcfs_inode_of(fuse_ino_t ino);
-
-static inline struct dcfs_file *dcfs_file_of(struct fuse_file_info *fi)
-{
-	return (struct dcfs_file *)(uintptr_t)fi->fh;
-}
-
-/* log.c */
-void dcfs_log_init(bool foreground, int debug);
-void dcfs_log(enum fuse_log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-bool dcfs_log_enabled(enum fuse_log_level level);
-void dcfs_log_set_level(int level);
-#define log_err(...) dcfs_log(FUSE_LOG_ERR, __VA_ARGS__)
-#define log_warn(...) dcfs_log(FUSE_LOG_WARNING, __VA_ARGS__)
-#define log_info(...) dcfs_log(FUSE_LOG_INFO, __VA_ARGS__)
-#define log_debug(...) dcfs_log(FUSE_LOG_DEBUG, __VA_ARGS__)
-
-/* inode.c */
 int inode_table_init(const char *backing);
 void inode_table_destroy(void);
 void inode_table_probe(void);
@@ -194,21 +194,11 @@ int inode_lookup(struct dcfs_inode *parent, const char *name,
 int inode_lookup_again(struct dcfs_inode *inode, struct fuse_entry_param *e);
 int inode_lookup_open_fd(int fd, struct fuse_entry_param *e);
 int inode_lookup_ghost(fuse_ino_t id, struct fuse_entry_param *e);
-
-/* coherence.c: changes of a file's data made outside the mount */
-uint64_t coherence_gen(struct dcfs_inode *inode);
-bool coherence_changed_outside(struct dcfs_inode *inode, const struct stat *st,
-			       uint64_t gen);
-void coherence_changed_inside(struct dcfs_inode *inode);
 void inode_forget(struct dcfs_inode *inode, uint64_t n);
 int inode_stat(struct dcfs_inode *inode, struct stat *st);
 void inode_proc_path(int fd, char buf[64]);
 
 /* fdcache.c */
-struct fdcache_stats {
-	size_t cached, peak, budget;
-	unsigned long reopens, evictions;
-};
 void fdcache_init(void);
 size_t fdcache_budget(void);
 int inode_pin(struct dcfs_inode *inode);
@@ -240,93 +230,15 @@ void guard_learn_self(const char *mountpoint);
 dev_t guard_self_dev(void); /* the mount's device, 0 if unknown */
 bool guard_is_self(int fd);
 
-/* fuse_file.c, fuse_dir.c: handles the kernel never released */
-void files_release_all(void);
-void dirs_release_all(void);
-size_t files_open_count(void);
-void files_foreach(void (*fn)(struct dcfs_file *f, void *arg), void *arg);
-
-/* shutdown.c: graceful stop on SIGTERM/SIGINT */
-int shutdown_start(void);
-void shutdown_stop(void);
-bool shutdown_draining(void);
-void shutdown_set_draining(void);
-
-/* fuse_inode.c, fuse_dir.c, fuse_file.c, fuse_xattr.c: handler tables */
-void fuse_inode_ops(struct fuse_lowlevel_ops *ops);
-void fuse_dir_ops(struct fuse_lowlevel_ops *ops);
-void fuse_file_ops(struct fuse_lowlevel_ops *ops);
-void fuse_xattr_ops(struct fuse_lowlevel_ops *ops);
-
-/* caller_ops.c */
-void caller_ops_wrap(struct fuse_lowlevel_ops *ops, bool all);
-
 /* creds.c */
-enum { CREDS_KEPT, CREDS_CALLER };
 int creds_enter(fuse_req_t req);
 void creds_leave(int how);
 void creds_drop_reserve(void);
-enum { IO_AS_DAEMON, IO_RAISED, IO_AS_CALLER };
 int creds_io_begin(fuse_req_t req);
 void creds_io_end(int how);
 int creds_backing_begin(fuse_req_t req);
-
-/*
- * passthrough.c: kernel FUSE passthrough through libfuse's custom I/O hooks
- * (the only code that knows protocol layouts libfuse 3.14 lacks; the state
- * table of mixed opens is there).  passthrough_open() runs after
- * io_select(), just before the open/create reply, and may change the
- * handle's FUSE open flags.
- */
-int passthrough_install(struct fuse_session *se, bool disabled);
-void passthrough_open(fuse_req_t req, struct dcfs_file *f,
-		      struct fuse_file_info *fi);
-void passthrough_release(struct dcfs_file *f);
-bool passthrough_bypassed(const struct dcfs_inode *inode);
-bool passthrough_backed(const struct dcfs_inode *inode);
-bool passthrough_by_kernel(const struct dcfs_file *f);
-bool passthrough_reaches_backing(const struct dcfs_file *f);
-bool passthrough_shared(const struct dcfs_inode *inode);
-unsigned int passthrough_handles(const struct dcfs_inode *inode);
-void passthrough_describe(const struct dcfs_inode *inode, char *buf,
-			  size_t size);
-void passthrough_summary(char *buf, size_t size);
-struct creds_id {
-	uid_t uid;
-	gid_t gid;
-};
-struct creds_saved {
-	bool active, resource;
-	struct creds_id prev;
-};
 void creds_io_capture(struct creds_id *id);
 void creds_io_switch(const struct creds_id *id, struct creds_saved *s);
 void creds_io_restore(const struct creds_saved *s);
-
-/* io_plain.c, io_stream.c, io_select.c */
-extern const struct dcfs_io io_plain;
-extern const struct dcfs_io io_stream;
-void plain_read(fuse_req_t req, struct dcfs_file *f, size_t size, off_t off);
-ssize_t plain_write(struct dcfs_file *f, struct fuse_bufvec *in, off_t off);
-int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi);
-bool file_has_cached_pages(int fd);
-void io_account(struct dcfs_file *f, off_t off, size_t n);
-int file_backing_path(struct dcfs_inode *inode, char *buf, size_t size);
-int caller_comm(fuse_req_t req, char comm[16]);
-
-/* cli.c, reload.c */
-struct dcfs_config;
-int config_load_or_report(const char *path, struct dcfs_config **out);
-int cmd_check_config(int argc, char *argv[]);
-int cmd_read_config(int argc, char *argv[]);
-int cmd_stat(int argc, char *argv[]);
-int reload_start(void);
-bool reload_stop(void);
-
-/* options.c */
-int options_parse(struct fuse_args *args, struct dcfs_options *opt);
-int options_validate(const struct dcfs_options *opt);
-void options_usage(const char *prog);
-int options_add_mount_args(struct fuse_args *args, const struct dcfs_options *opt);
 
 #endif

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fusefs/io/ -- The I/O strategies (io_plain, io_stream) chosen once per
+ * open by io_select, and what they use: the write pipe, read-ahead, the
+ * fallback window, drop-behind, kernel passthrough, the RWF_DONTCACHE probe,
+ * the coherence model and FUSE cache invalidation.
+ */
+#ifndef DCFS_LAYER_IO_H
+#define DCFS_LAYER_IO_H
+
+#include "policy/policy.h"
+
+enum probe_state { PROBE_UNKNOWN, PROBE_YES, PROBE_NO };
+
+/* What one backing filesystem (st_dev) answered to RWF_DONTCACHE. */
+struct probe {
+	dev_t dev;
+	char fstype[16];
+	_Atomic int rd; /* enum probe_state */
+	_Atomic int wr;
+};
+
+/*
+ * The streaming engine's state of one handle (io/io_stream.c and what it
+ * uses: io/readahead.c, io/fallback.c), allocated when a handle starts
+ * streaming (io/io_select.c) and freed with the handle.  Plain handles have
+ * none (f->stream == NULL).
+ */
+struct ra_next;
+
+struct range {
+	off_t lo, hi;
+};
+
+struct stream_state {
+	int target;	       /* policy to switch to once switch_after is met */
+	uint64_t switch_after; /* 0: no switch pending */
+	off_t seq_next;	       /* sequential stream tracking */
+	uint64_t seq_run;
+	off_t seq_start;
+	off_t inval_done;     /* FUSE cache of this stream dropped up to here */
+	off_t pre_lo, pre_hi; /* span cached before the switch */
+	uint64_t window;
+	bool fadv_random;
+
+	/* read-ahead buffer (uncached reads, io/readahead.c) */
+	char *ra_buf;
+	size_t ra_cap;
+	off_t ra_off;
+	size_t ra_len;
+	uint64_t ra_gen;
+	off_t ra_last_end;	 /* where the last read ended */
+	bool ra_prefetch;	 /* double buffering allowed */
+	struct ra_next *ra_next; /* the second buffer */
+	/* the window before, for late requests of the kernel's read-ahead */
+	char *ra_prev_buf;
+	off_t ra_prev_off;
+	size_t ra_prev_len;
+	uint64_t ra_prev_gen;
+
+	/* fallback write-behind and residency protection (io/fallback.c) */
+	off_t wb_lo, wb_hi;	      /* written, writeback not started */
+	off_t wb_prev_lo, wb_prev_hi; /* writeback started, not yet dropped */
+	off_t seen_lo, seen_hi;	      /* pages this handle touched */
+	off_t ra_reach; /* how far the kernel may read ahead of a read; 0: not known yet */
+	off_t dc_lo, dc_hi; /* span written with RWF_DONTCACHE */
+	struct range prot[16];
+	unsigned int nprot;
+	bool prot_all; /* too many pre-resident ranges: drop nothing */
+};
+
+struct wpipe_limits {
+	uint64_t writeback;	 /* writeback_limit */
+	uint64_t inflight;	 /* per handle; 0: synchronous writes */
+	uint64_t inflight_mount; /* all handles */
+};
+
+/* Read-ahead window of a reader through the FUSE cache. */
+#define FRA_WINDOW ((size_t)2 << 20)
+
+/* coherence.c: changes of a file's data made outside the mount */
+uint64_t coherence_gen(struct dcfs_inode *inode);
+bool coherence_changed_outside(struct dcfs_inode *inode, const struct stat *st,
+			       uint64_t gen);
+void coherence_changed_inside(struct dcfs_inode *inode);
+
+/* passthrough.c */
+/*
+ * passthrough.c: kernel FUSE passthrough through libfuse's custom I/O hooks
+ * (the only code that knows protocol layouts libfuse 3.14 lacks; the state
+ * table of mixed opens is there).  passthrough_open() runs after
+ * io_select(), just before the open/create reply, and may change the
+ * handle's FUSE open flags.
+ */
+int passthrough_install(struct fuse_session *se, bool disabled);
+void passthrough_open(fuse_req_t req, struct dcfs_file *f,
+		      struct fuse_file_info *fi);
+void passthrough_release(struct dcfs_file *f);
+bool passthrough_bypassed(const struct dcfs_inode *inode);
+bool passthrough_backed(const struct dcfs_inode *inode);
+bool passthrough_by_kernel(const struct dcfs_file *f);
+bool passthrough_reaches_backing(const struct dcfs_file *f);
+bool passthrough_shared(const struct dcfs_inode *inode);
+unsigned int passthrough_handles(const struct dcfs_inode *inode);
+void passthrough_describe(const struct dcfs_inode *inode, char *buf,
+			  size_t size);
+void passthrough_summary(char *buf, size_t size);
+void passthrough_json(FILE *out);
+void passthrough_table(FILE *out);
+
+/* io_plain.c */
+extern const struct dcfs_io io_plain;
+void plain_read(fuse_req_t req, struct dcfs_file *f, size_t size, off_t off);
+ssize_t plain_write(struct dcfs_file *f, struct fuse_bufvec *in, off_t off);
+
+/* io_stream.c */
+extern const struct dcfs_io io_stream;
+void io_account(struct dcfs_file *f, off_t off, size_t n);
+int stream_state_alloc(struct dcfs_file *f);
+void stream_state_free(struct dcfs_file *f);
+void set_uncached_flags(struct dcfs_file *f, int policy);
+
+/* io_select.c */
+int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi);
+bool file_has_cached_pages(int fd);
+int file_backing_path(struct dcfs_inode *inode, char *buf, size_t size);
+int caller_comm(fuse_req_t req, char comm[16]);
+int policy_for_inode(fuse_req_t req, struct dcfs_inode *inode, int64_t size,
+		     bool writable, struct dcfs_decision *d,
+		     struct dcfs_config **cfgp);
+
+/* probe.c */
+struct probe *probe_get(int fd);
+struct probe *probe_dir(int dirfd);
+ssize_t uncached_pread(struct probe *p, int fd, void *buf, size_t len,
+		       off_t off);
+ssize_t uncached_pwrite(struct probe *p, int fd, const void *buf, size_t len,
+			off_t off);
+ssize_t uncached_pwritev(struct probe *p, int fd, const struct iovec *iov,
+			 int cnt, off_t off);
+size_t probe_snapshot(struct probe *out, size_t max);
+const char *probe_state_name(int s);
+
+/* fallback.c */
+ssize_t fallback_read(struct dcfs_file *f, void *buf, size_t len, off_t off);
+ssize_t fallback_write(struct dcfs_file *f, const void *buf, size_t len,
+		       off_t off);
+void fallback_finish(struct dcfs_file *f);
+void drop_written(struct dcfs_file *f, off_t lo, off_t hi);
+
+/* write_pipe.c */
+int wpipe_open(struct dcfs_file *f, const struct wpipe_limits *lim);
+ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
+		    off_t off);
+bool wpipe_sync_inode(struct dcfs_inode *inode);
+void wpipe_sync_others(struct dcfs_file *f);
+void wpipe_sync_all(void);
+int wpipe_check(struct dcfs_file *f);
+int wpipe_flush(struct dcfs_file *f);
+void wpipe_synced(struct dcfs_file *f);
+void wpipe_close(struct dcfs_file *f);
+
+/* readahead.c */
+bool ra_account(size_t n);
+void ra_unaccount(size_t n);
+void ra_prefetch(struct dcfs_file *f, off_t off, uint64_t gen);
+void ra_quiesce(struct dcfs_file *f);
+bool ra_take(struct dcfs_file *f, off_t off, uint64_t gen);
+void ra_stop(struct dcfs_file *f);
+
+/* notify.c */
+int notify_start(struct fuse_session *se);
+void notify_stop(void);
+void notify_inval(fuse_ino_t ino, off_t off, off_t len, unsigned int allowed);
+bool notify_writer_open(fuse_ino_t ino);
+void notify_writer_close(fuse_ino_t ino);
+
+/* dropbehind.c */
+int dropbehind_start(void);
+void dropbehind_stop(void);
+void dropbehind_add(struct dcfs_file *f);
+void dropbehind_remove(struct dcfs_file *f);
+
+#endif

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fusefs/ops/ -- Leaves every layer may call: logging, the counters, the
+ * draining flag. Nothing declared here calls back up.
+ */
+#ifndef DCFS_LAYER_OPS_H
+#define DCFS_LAYER_OPS_H
+
+#define FUSE_USE_VERSION 312
+
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct dcfs_file;
+struct dcfs_decision;
+
+#define log_err(...) dcfs_log(FUSE_LOG_ERR, __VA_ARGS__)
+#define log_warn(...) dcfs_log(FUSE_LOG_WARNING, __VA_ARGS__)
+#define log_info(...) dcfs_log(FUSE_LOG_INFO, __VA_ARGS__)
+#define log_debug(...) dcfs_log(FUSE_LOG_DEBUG, __VA_ARGS__)
+
+enum stat_kind {
+	ST_OPENED,
+	ST_READ_DONTCACHE,
+	ST_WRITE_DONTCACHE,
+	ST_READ_FALLBACK,
+	ST_WRITE_FALLBACK,
+	ST_READ_CACHED,
+	ST_WRITE_CACHED,
+	ST_SWITCHED,
+	ST_PASSTHROUGH, /* opens whose I/O the kernel does (passthrough.c) */
+	ST_WRITE_REQUESTS,   /* FUSE write requests of uncached handles */
+	ST_COALESCED,	     /* writes acknowledged from the buffer */
+	ST_BACKING_WRITES,   /* backing write syscalls */
+	ST_BUFFERED,	     /* bytes acknowledged, not yet written (gauge) */
+	ST_WRITEBACK_WAITS,  /* waits for writeback behind a stream */
+	ST_DEFERRED_ERRORS,  /* failed writes of acknowledged data */
+	ST_DEFERRED_REPORTED, /* such errors returned to a handle */
+	ST_INFLIGHT,	     /* bytes queued for background writes (gauge) */
+	ST_QUEUE_WAITS,	     /* requests that waited for room in the queue */
+	ST_BACKGROUND_WRITES, /* backing writes made by a handle's worker */
+	ST_PREFETCHES,	     /* read-ahead windows read in the background */
+	ST_PREFETCH_WAITS,   /* requests that waited for one */
+	ST_ADOPTED,	     /* background writes from the request's own memory */
+	ST_FUSE_READAHEAD,   /* read-only opens through the FUSE cache */
+	ST_DROPPED_BEHIND,   /* bytes dropped behind passthrough readers */
+	ST__COUNT
+};
+
+struct file_stats {
+	uid_t uid; /* of the opener: only they (and root) see the handle */
+	pid_t pid;
+	_Atomic uint64_t bytes[2]; /* read, written */
+	char why[192];		   /* the rule that decided */
+};
+
+/* log.c */
+void dcfs_log_init(bool foreground, int debug);
+void dcfs_log(enum fuse_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+bool dcfs_log_enabled(enum fuse_log_level level);
+void dcfs_log_set_level(int level);
+
+/* drain.c */
+bool shutdown_draining(void);
+void shutdown_set_draining(void);
+
+/* stats.c */
+void stats_add(int policy, enum stat_kind k, uint64_t n);
+void stats_file_bytes(struct dcfs_file *f, bool read, uint64_t n);
+void stats_io(struct dcfs_file *f, enum stat_kind k, uint64_t n);
+int stats_file_open(fuse_req_t req, struct dcfs_file *f,
+		    const struct dcfs_decision *d);
+void stats_file_close(struct dcfs_file *f);
+uint64_t stats_get(int policy, enum stat_kind k);
+const char *stats_kind_name(enum stat_kind k);
+
+/* reqstats.c */
+void reqstats_count(uint32_t opcode);
+void reqstats_json(FILE *out);
+void reqstats_table(FILE *out);
+void reqstats_foreach(void (*fn)(const char *op, uint64_t n, void *arg),
+		      void *arg);
+
+#endif

@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fusefs/policy/ -- dcfs.conf (include/dcfs_policy.h, shared with the
+ * fuzzer) and its SIGHUP reload.
+ */
+#ifndef DCFS_LAYER_POLICY_H
+#define DCFS_LAYER_POLICY_H
+
+#include "transport/transport.h"
+#include "dcfs_policy.h"
+
+/* reload.c */
+int reload_start(void);
+bool reload_stop(void);
+
+#endif

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fusefs/transport/ -- How requests and replies move: FUSE over io_uring,
+ * the request buffers the write engine adopts, per-connection limits.
+ */
+#ifndef DCFS_LAYER_TRANSPORT_H
+#define DCFS_LAYER_TRANSPORT_H
+
+#include "core/core.h"
+
+/* WRITE data read into blocks the write engine can adopt */
+struct reqbuf;
+struct fuse_init_out;
+
+/* reqbuf.c */
+ssize_t reqbuf_read(int fd, void *buf, size_t len);
+int reqbuf_locate(struct fuse_bufvec *in);
+struct reqbuf *reqbuf_adopt(const void *data, size_t len);
+char *reqbuf_data(struct reqbuf *rb);
+size_t reqbuf_room(void);
+void reqbuf_release(struct reqbuf *rb);
+
+/* conn_limits.c */
+void conn_limits_prepare(void);
+void conn_limits_init_reply(struct fuse_init_out *out);
+void conn_limits_after_init(void);
+long long file_read_ahead_bytes(int fd);
+
+/* uring.c: FUSE over io_uring, the default transport (-o nouring) */
+void uring_prepare(bool wanted);
+uint32_t uring_accept(int dev_fd, uint32_t offer, size_t max_payload);
+void uring_start(struct fuse_session *se);
+void uring_stop(void);
+/* 0: not a reply of this thread's io_uring request (write it to /dev/fuse) */
+ssize_t uring_reply(const struct iovec *iov, int count);
+ssize_t uring_splice_reply(int fdin, size_t len, bool *handled);
+void *uring_reply_buffer(size_t size);
+/* This thread serves an io_uring queue. */
+bool uring_thread(void);
+void uring_json(FILE *out);
+void uring_table(FILE *out);
+
+#endif
