@@ -8,7 +8,7 @@
  *   dcfs-io pages FILE OUT                           residency bitmap (mincore)
  *   dcfs-io survival FILE BEFORE                     pages of BEFORE still resident
  *   dcfs-io watch [INTERVAL_MS [READY]]              peak Cached/Dirty until SIGTERM
- *   dcfs-io meta DIR N [SIZE]                        create/stat/unlink N files
+ *   dcfs-io meta DIR N [SIZE [create|stat|unlink]]   create/stat/unlink N files (one phase)
  *   dcfs-io tree DIR N [SIZE]                        N files, 1000 per subdirectory
  *   dcfs-io statloop FILE N                          N stat(2) of FILE
  *
@@ -317,7 +317,8 @@ static int do_watch(long ms, const char *ready)
 	return 0;
 }
 
-static int do_meta(const char *dir, long n, size_t size)
+/* phase: 0 all three, else 'c'reate, 's'tat or 'u'nlink only. */
+static int do_meta(const char *dir, long n, size_t size, int phase)
 {
 	char name[64], *buf = calloc(1, size ? size : 1);
 	double t0, t1, t2, t3;
@@ -327,7 +328,7 @@ static int do_meta(const char *dir, long n, size_t size)
 		return 1;
 	memset(buf, 'x', size);
 	t0 = now();
-	for (long i = 0; i < n; i++) {
+	for (long i = 0; (!phase || phase == 'c') && i < n; i++) {
 		int fd;
 
 		snprintf(name, sizeof(name), "%s/f%07ld", dir, i);
@@ -339,7 +340,7 @@ static int do_meta(const char *dir, long n, size_t size)
 		close(fd);
 	}
 	t1 = now();
-	for (long i = 0; i < n; i++) {
+	for (long i = 0; (!phase || phase == 's') && i < n; i++) {
 		snprintf(name, sizeof(name), "%s/f%07ld", dir, i);
 		if (stat(name, &st) < 0) {
 			perror(name);
@@ -347,7 +348,7 @@ static int do_meta(const char *dir, long n, size_t size)
 		}
 	}
 	t2 = now();
-	for (long i = 0; i < n; i++) {
+	for (long i = 0; (!phase || phase == 'u') && i < n; i++) {
 		snprintf(name, sizeof(name), "%s/f%07ld", dir, i);
 		if (unlink(name) < 0) {
 			perror(name);
@@ -425,9 +426,10 @@ int main(int argc, char **argv)
 	if (argc <= 4 && argc >= 2 && strcmp(argv[1], "watch") == 0)
 		return do_watch(argc >= 3 ? atol(argv[2]) : 50,
 				argc == 4 ? argv[3] : NULL);
-	if ((argc == 4 || argc == 5) && strcmp(argv[1], "meta") == 0)
+	if (argc >= 4 && argc <= 6 && strcmp(argv[1], "meta") == 0)
 		return do_meta(argv[2], atol(argv[3]),
-			       argc == 5 ? (size_t)parse_size(argv[4]) : 0);
+			       argc >= 5 ? (size_t)parse_size(argv[4]) : 0,
+			       argc == 6 ? argv[5][0] : 0);
 	if ((argc == 4 || argc == 5) && strcmp(argv[1], "tree") == 0)
 		return do_tree(argv[2], atol(argv[3]),
 			       argc == 5 ? (size_t)parse_size(argv[4]) : 0);
@@ -440,7 +442,7 @@ int main(int argc, char **argv)
 		"       dcfs-io pages FILE OUT\n"
 		"       dcfs-io survival FILE BEFORE\n"
 		"       dcfs-io watch [INTERVAL_MS [READY]]\n"
-		"       dcfs-io meta DIR N [SIZE]\n"
+		"       dcfs-io meta DIR N [SIZE [create|stat|unlink]]\n"
 		"       dcfs-io tree DIR N [SIZE]\n"
 		"       dcfs-io statloop FILE N\n");
 	return 2;

@@ -14,6 +14,17 @@
 # This bounds every metadata ratio of `make bench-meta`: an operation
 # that needs k round trips cannot run faster than k times the latency
 # printed here, whatever the daemon does.
+#
+#   tests/bench/roundtrip.sh --ops [--runs N] [--files N] [-o OPTS]
+#
+# counts instead of timing: FUSE requests per file, by opcode, of each
+# metadata phase through a mount with the given options (default: none,
+# i.e. cache=auto): create + 1 KiB write + close, stat, unlink (N files in
+# one directory), and find -printf '%s' over N files in directories of
+# 1000, cold (a fresh mount: the kernel knows no entry) and warm (again).
+# Each phase starts 2 s after the one before, past the default timeouts,
+# so a stat phase measures stat of a name whose entry expired, as in a
+# run of 100 000 files; counts are medians of --runs fresh mounts.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,12 +32,18 @@ DCFS_BIN=${DCFS_BIN:-$REPO/build/dcfs}
 IO=${DCFS_IO_BIN:-$REPO/build/dcfs-io}
 RUNS=5
 STATS=20000
+OPS=0
+FILES=2000
+MOPTS=""
 
 while [ $# -gt 0 ]; do
 	case $1 in
 	--runs) RUNS=$2; shift 2 ;;
 	--stats) STATS=$2; shift 2 ;;
-	*) echo "usage: $0 [--runs N] [--stats N]" >&2; exit 2 ;;
+	--ops) OPS=1; shift ;;
+	--files) FILES=$2; shift 2 ;;
+	-o) MOPTS=$2; shift 2 ;;
+	*) echo "usage: $0 [--runs N] [--stats N] | --ops [--runs N] [--files N] [-o OPTS]" >&2; exit 2 ;;
 	esac
 done
 [ "$(id -u)" = 0 ] || { echo "$0: must run as root (mount)" >&2; exit 1; }
@@ -77,6 +94,73 @@ row() {
 	awk -v l="$label" -v us="$us" -v per="$per" -v nat="$NATIVE" 'BEGIN {
 		printf "| %s | %.2f | %s | %.2f | %.0f× |\n", l, us, per, us / per, us / nat }'
 }
+
+# Per-opcode request counters of the mount: "opcode count" lines.
+op_counts() {
+	"$DCFS_BIN" stat --json "$MNT" | grep -o '"requests":{[^}]*}' |
+		sed 's/"requests":{//; s/}//' | tr ',' '\n' | tr -d '"' | tr ':' ' '
+}
+
+# phase NAME CMD...: runs CMD, appends "run name opcode per-file" to $W/ops
+phase() {
+	local name=$1 before
+	shift
+	before=$(op_counts)
+	"$@" > /dev/null
+	join -a 2 -e 0 -o 0,1.2,2.2 <(echo "$before" | sort) <(op_counts | sort) |
+		awk -v r="$RUN" -v p="$name" -v n="$FILES" '
+			$1 != "init" && $1 != "statfs" && $3 - $2 > 0 { printf "%s %s %s %.2f\n", r, p, $1, ($3 - $2) / n }' >> "$W/ops"
+}
+
+mount_ops() {
+	local o=${MOPTS:+-o $MOPTS}
+	# shellcheck disable=SC2086
+	"$DCFS_BIN" "$W/back" "$MNT" $o
+	for _ in $(seq 50); do mountpoint -q "$MNT" && return 0; sleep 0.1; done
+	echo "$0: mount failed" >&2
+	exit 1
+}
+
+ops_main() {
+	local phases="create+write+close stat unlink find-cold find-warm"
+	: > "$W/ops"
+	mkdir -p "$W/back/meta" "$W/back/tree"
+	"$IO" tree "$W/back/tree" "$FILES" 1K
+	for RUN in $(seq "$RUNS"); do
+		mount_ops
+		sleep 2; phase create+write+close "$IO" meta "$MNT/meta" "$FILES" 1K create
+		sleep 2; phase stat "$IO" meta "$MNT/meta" "$FILES" 1K stat
+		sleep 2; phase unlink "$IO" meta "$MNT/meta" "$FILES" 1K unlink
+		fusermount3 -u "$MNT"
+		mount_ops
+		phase find-cold find "$MNT/tree" -printf '%s\n'
+		sleep 2; phase find-warm find "$MNT/tree" -printf '%s\n'
+		fusermount3 -u "$MNT"
+	done
+	echo "FUSE requests per file by opcode, medians of $RUNS fresh mounts, $FILES files of 1 KiB ($(date -u +%F), $(uname -r), dcfs ${MOPTS:+-o $MOPTS}; backing $(stat -f -c %T "$W/back"))"
+	echo
+	echo "| phase | round trips per file | requests by opcode (forgets have no reply) |"
+	echo "|---|---:|---|"
+	for p in $phases; do
+		local op line="" tot=0 m
+		for op in $(awk -v p="$p" '$2 == p { print $3 }' "$W/ops" | sort -u); do
+			# a run without the opcode counts as 0
+			m=$( { awk -v p="$p" -v o="$op" '$2 == p && $3 == o { print $4 }' "$W/ops"
+			       for _ in $(seq "$RUNS"); do echo 0; done; } | sort -g | tail -n "$RUNS" | median)
+			[ "$m" = 0.00 ] && continue
+			line+="${line:+, }$op $m"
+			# a FORGET gets no reply: not a round trip
+			case $op in forget|batch_forget) continue ;; esac
+			tot=$(awk -v a="$tot" -v b="$m" 'BEGIN { printf "%.2f", a + b }')
+		done
+		echo "| $p | $tot | ${line:-none} |"
+	done
+}
+
+if [ "$OPS" = 1 ]; then
+	ops_main
+	exit 0
+fi
 
 NATIVE=$(for _ in $(seq "$RUNS"); do "$IO" statloop "$W/back/f" "$STATS"; done | median)
 echo "stat(2) of one file, $STATS per run, medians of $RUNS runs ($(date -u +%F), $(uname -r), $NCPU CPUs, load $(cut -d' ' -f1 /proc/loadavg))"
