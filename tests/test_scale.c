@@ -386,6 +386,154 @@ START_TEST(scale_export_handles)
 }
 END_TEST
 
+/* ---- export handles across a restart ------------------------------------- */
+
+struct fh_buf {
+	struct file_handle fh;
+	unsigned char bytes[MAX_HANDLE_SZ];
+};
+
+static void handle_of(const char *path, struct fh_buf *h)
+{
+	int mnt_id;
+
+	h->fh.handle_bytes = MAX_HANDLE_SZ;
+	ck_assert_msg(name_to_handle_at(AT_FDCWD, path, &h->fh, &mnt_id, 0) == 0,
+		      "name_to_handle_at %s: %s", path, strerror(errno));
+}
+
+/* The node id in a handle of the FUSE mount (the kernel's fuse_encode_fh). */
+static uint64_t handle_nodeid(const struct fh_buf *h)
+{
+	uint32_t w[3];
+
+	ck_assert_int_eq(h->fh.handle_bytes, sizeof w);
+	memcpy(w, h->fh.f_handle, sizeof w);
+	return (uint64_t)w[0] << 32 | w[1];
+}
+
+static ino_t ino_of(const char *path)
+{
+	struct stat st;
+
+	OK(lstat(path, &st));
+	return st.st_ino;
+}
+
+/* Creates files in dir until one gets inode number ino; its name, or NULL. */
+static const char *reuse_ino(const char *dir, ino_t ino)
+{
+	static char found[PATH_MAX];
+	char name[PATH_MAX];
+
+	for (int i = 0; i < 2000; i++) {
+		snprintf(name, sizeof name, "%s/new%04d", dir, i);
+		ck_assert_int_eq(write_file(name, "other\n", 6, 0644), 0);
+		if (ino_of(name) == ino) {
+			snprintf(found, sizeof found, "%s", name);
+			return found;
+		}
+	}
+	return NULL;
+}
+
+static void expect_stale(int mfd, struct fh_buf *h, const char *what)
+{
+	int fd = open_by_handle_at(mfd, &h->fh, O_RDONLY);
+
+	ck_assert_msg(fd < 0 && errno == ESTALE, "%s: fd %d, %s", what, fd,
+		      fd < 0 ? strerror(errno) : "opened");
+}
+
+static void restart_on(enum fs_kind fs, const char *tag)
+{
+	char err[2048], buf[32];
+	const char *root = backing_root(fs, err, sizeof err);
+	struct fh_buf keep, dir, sub, gone, reused, reused_late;
+	ck_assert_msg(root != NULL, "backing fs: %s", err);
+	ck_assert_msg(own_mount_start(&g_s, root, tag, "[global]\ndefault = cache\n") == 0,
+		      "mount: %s", g_s.err);
+	OK(mkdir(PM_S("d"), 0755));
+	ck_assert_int_eq(write_file(PM_S("keep"), "kept\n", 5, 0644), 0);
+	ck_assert_int_eq(write_file(PM_S("d/sub"), "below\n", 6, 0644), 0);
+	ck_assert_int_eq(write_file(PM_S("gone"), "gone\n", 5, 0644), 0);
+	ck_assert_int_eq(write_file(PM_S("reused"), "old\n", 4, 0644), 0);
+	ck_assert_int_eq(write_file(PM_S("reused-late"), "old\n", 4, 0644), 0);
+	handle_of(PM_S("keep"), &keep);
+	handle_of(PM_S("d"), &dir);
+	handle_of(PM_S("d/sub"), &sub);
+	handle_of(PM_S("gone"), &gone);
+	handle_of(PM_S("reused"), &reused);
+	handle_of(PM_S("reused-late"), &reused_late);
+	/* node id == backing st_ino on BACKING_DIR's own filesystem */
+	ck_assert_uint_eq(handle_nodeid(&keep), ino_of(PE_S("keep")));
+	ck_assert_uint_eq(handle_nodeid(&sub), ino_of(PE_S("d/sub")));
+	ino_t old_ino = ino_of(PE_S("reused")), late_ino = ino_of(PE_S("reused-late"));
+	ck_assert_msg(own_mount_stop(&g_s, err, sizeof err) == 0, "unmount: %s", err);
+
+	/* Meanwhile, in the backing tree. */
+	OK(unlink(PE_S("gone")));
+	OK(unlink(PE_S("reused")));
+	OK(unlink(PE_S("reused-late")));
+	OK(mkdir(PE_S("fill"), 0755));
+	const char *other = reuse_ino(PE_S("fill"), old_ino);
+	const char *late = reuse_ino(PE_S("fill"), late_ino);
+
+	ck_assert_msg(own_mount_start(&g_s, root, tag, "[global]\ndefault = cache\n") == 0,
+		      "mount again: %s", g_s.err);
+	int mfd = open(g_s.mnt, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(mfd, 0);
+	/* another file under the inode number, looked up through the mount first */
+	if (late) {
+		char rel[PATH_MAX];
+		snprintf(rel, sizeof rel, "fill/%s", strrchr(late, '/') + 1);
+		ck_assert_uint_eq(ino_of(PM_S(rel)), late_ino);
+	}
+	int fd = open_by_handle_at(mfd, &keep.fh, O_RDONLY);
+	ck_assert_msg(fd >= 0, "open_by_handle_at of a file after the restart: %s", strerror(errno));
+	ck_assert_int_eq(read(fd, buf, sizeof buf), 5);
+	ck_assert(memcmp(buf, "kept\n", 5) == 0);
+	struct stat a, b;
+	OK(fstat(fd, &a));
+	OK(stat(PM_S("keep"), &b));
+	ck_assert_uint_eq(a.st_ino, b.st_ino);
+	close(fd);
+	fd = open_by_handle_at(mfd, &sub.fh, O_RDONLY);
+	ck_assert_msg(fd >= 0, "open_by_handle_at of d/sub: %s", strerror(errno));
+	ck_assert_int_eq(read(fd, buf, sizeof buf), 6);
+	close(fd);
+	fd = open_by_handle_at(mfd, &dir.fh, O_RDONLY | O_DIRECTORY);
+	ck_assert_msg(fd >= 0, "open_by_handle_at of the directory: %s", strerror(errno));
+	OK(fstat(fd, &a));
+	OK(stat(PM_S("d"), &b));
+	ck_assert_uint_eq(a.st_ino, b.st_ino);
+	close(fd);
+	expect_stale(mfd, &gone, "handle of a file deleted while dcfs was stopped");
+	if (other)
+		expect_stale(mfd, &reused, "handle of a deleted file whose inode number another file has");
+	else
+		fprintf(stderr, "%s: no inode number reused in 2000 creates\n", tag);
+	if (late)
+		expect_stale(mfd, &reused_late, "the same, the other file looked up first");
+	/* the daemon still answers */
+	OK(stat(PM_S("keep"), &a));
+	close(mfd);
+	ck_assert_msg(rm_rf(PM_S("fill")) == 0 && rm_rf(PM_S("d")) == 0 && unlink(PM_S("keep")) == 0,
+		      "cleanup: %s", strerror(errno));
+	ck_assert_msg(own_mount_stop(&g_s, err, sizeof err) == 0, "unmount: %s", err);
+}
+
+/* A handle taken through the mount (as an NFS server or open_by_handle_at()
+ * caller keeps it) opens the same file after dcfs was stopped and started
+ * again over the same tree; a file deleted meanwhile, and another file that
+ * got the inode number, are stale (ESTALE), never opened instead. */
+START_TEST(scale_export_restart)
+{
+	restart_on(FS_EXT4, "restart-ext4");
+	restart_on(FS_XFS, "restart-xfs");
+}
+END_TEST
+
 /* ---- re-export through Samba ------------------------------------------- */
 
 static int wait_port(int port, double secs)
@@ -568,6 +716,13 @@ static void scale_setup(void)
 	backing_root(FS_XFS, err, sizeof err);
 }
 
+static void restart_setup(void)
+{
+	char err[512];
+	backing_root(FS_EXT4, err, sizeof err);
+	backing_root(FS_XFS, err, sizeof err);
+}
+
 Suite *scale_suite(void)
 {
 	Suite *s = suite_create("scale");
@@ -578,6 +733,11 @@ Suite *scale_suite(void)
 	tcase_add_test(tc, scale_random_churn);
 	tcase_add_test(tc, scale_export_handles);
 	tcase_add_test(tc, scale_samba_reexport);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("restart");
+	tcase_add_unchecked_fixture(tc, restart_setup, NULL);
+	tcase_set_timeout(tc, 60 * deadline_scale());
+	tcase_add_test(tc, scale_export_restart);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("round-trips");
 	tcase_add_unchecked_fixture(tc, scale_setup, NULL);

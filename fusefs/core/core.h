@@ -5,14 +5,15 @@
  * cache, caller credentials and the self-mount guards.
  *
  * Invariants:
- *  - Every FUSE node id is a number from nodeid.c, looked up on every
- *    request (never an address); identity is (st_dev, st_ino), never a
- *    path, so renames and hard links cannot confuse the table.  The inode
- *    reaches its backing object through an O_PATH fd, which the fd cache
- *    may close when the inode has a file handle to reopen it from: use it
- *    only between inode_pin() and inode_unpin().
- *  - An inode lives while nlookup > 0 (the kernel's lookup count); the
- *    root is never freed.
+ *  - Every FUSE node id is a number from nodeid.c (derived from the
+ *    backing inode number), looked up on every request (never an
+ *    address); identity is (st_dev, st_ino), never a path, so renames and
+ *    hard links cannot confuse the table.  The inode reaches its backing
+ *    object through an O_PATH fd, which the fd cache may close when the
+ *    inode has a file handle to reopen it from: use it only between
+ *    inode_pin() and inode_unpin().
+ *  - An inode lives while nlookup > 0 (the kernel's lookup count); the root
+ *    is never freed.
  *  - Internal functions return >= 0 on success or -errno; every low-level
  *    handler ends in exactly one fuse_reply_*().
  */
@@ -43,6 +44,7 @@ struct dcfs_inode {
 	dev_t dev;
 	ino_t ino;
 	mode_t type; /* S_IFMT bits; fixed for the inode's life */
+	uint32_t gen; /* generation told to the kernel (handle.c), fixed */
 	uint64_t nlookup; /* protected by table lock */
 	/* Bumped by every change of the data through the mount. */
 	_Atomic uint64_t data_gen;
@@ -193,7 +195,15 @@ int inode_lookup(struct dcfs_inode *parent, const char *name,
 		 struct fuse_entry_param *e);
 int inode_lookup_again(struct dcfs_inode *inode, struct fuse_entry_param *e);
 int inode_lookup_open_fd(int fd, struct fuse_entry_param *e);
-int inode_lookup_ghost(fuse_ino_t id, struct fuse_entry_param *e);
+int inode_lookup_self(fuse_ino_t id, struct fuse_entry_param *e);
+
+/* idstate.c: node ids saved at a clean stop for the next run */
+struct idstate_writer;
+struct idstate_writer *idstate_begin(void);
+void idstate_put(struct idstate_writer *w, const struct dcfs_inode *inode);
+void idstate_end(struct idstate_writer *w, size_t n);
+void idstate_load(int (*add)(uint64_t nodeid, ino_t ino, mode_t type,
+			     struct file_handle *fh));
 void inode_forget(struct dcfs_inode *inode, uint64_t n);
 int inode_stat(struct dcfs_inode *inode, struct stat *st);
 void inode_proc_path(int fd, char buf[64]);
@@ -213,6 +223,7 @@ void fdcache_stats(struct fdcache_stats *s);
 /* handle.c */
 struct file_handle *handle_for(int fd, const struct stat *st);
 bool handle_equal(const struct file_handle *a, const struct file_handle *b);
+uint32_t handle_generation(const struct file_handle *fh, ino_t ino);
 int handle_reopen(const struct dcfs_inode *inode);
 void handle_set_make_room(bool (*fn)(int err));
 void handles_destroy(void);
@@ -221,6 +232,8 @@ void handles_destroy(void);
 int nodeid_init(void);
 void nodeid_destroy(void);
 void nodeid_assign(struct dcfs_inode *inode);
+void nodeid_insert(struct dcfs_inode *inode);
+uint64_t nodeid_derived(dev_t dev, ino_t ino);
 void nodeid_remove(struct dcfs_inode *inode);
 struct dcfs_inode *nodeid_find(uint64_t id);
 

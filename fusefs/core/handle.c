@@ -236,6 +236,51 @@ bool handle_equal(const struct file_handle *a, const struct file_handle *b)
 	       memcmp(a->f_handle, b->f_handle, a->handle_bytes) == 0;
 }
 
+static uint32_t get32(const unsigned char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+/*
+ * The generation dcfs tells the kernel for the object of handle fh: the
+ * filesystem's own i_generation where the layout is known and holds the
+ * inode number (ext4 and xfs: inode number, then generation; btrfs:
+ * objectid, root, generation), else a hash of the whole handle.  Either
+ * way it is fixed for the object, across restarts too, and differs for
+ * another object that gets the same inode number later (the hash: unless
+ * 32 bits collide), which is what the kernel checks decoding an export
+ * handle.
+ */
+uint32_t handle_generation(const struct file_handle *fh, ino_t ino)
+{
+	const unsigned char *b = fh->f_handle;
+	uint32_t h = 2166136261u;
+
+	if (fh->handle_type == 1 && fh->handle_bytes == 8 &&
+	    get32(b) == (uint32_t)ino && ino == (uint32_t)ino)
+		return get32(b + 4);
+	if (fh->handle_type == 0x81 && fh->handle_bytes == 12 &&
+	    get64(b) == (uint64_t)ino)
+		return get32(b + 8);
+	if (fh->handle_type == 0x4d && fh->handle_bytes == 20 &&
+	    get64(b) == (uint64_t)ino)
+		return get32(b + 16);
+	for (unsigned int i = 0; i < fh->handle_bytes; i++)
+		h = (h ^ b[i]) * 16777619u;
+	return (h ^ (uint32_t)fh->handle_type) * 16777619u;
+}
+
 /* Does the directory fd still lead up to the backing root? */
 static bool dir_in_tree(int fd)
 {

@@ -37,6 +37,9 @@ static size_t n_ghosts;
 /* Mount id of the backing root, -1 without handles there (lookup_held()). */
 static int root_mnt_id = -1;
 
+/* The mount came up (init): only then are the ids worth saving. */
+static bool served;
+
 /* What a node id dcfs does not hold maps to: pinning it fails (ESTALE). */
 static struct dcfs_inode dead_inode = { .fd = -1 };
 
@@ -203,6 +206,9 @@ int inode_table_init(const char *backing)
 	return 0;
 }
 
+static int inode_add_saved(uint64_t nodeid, ino_t ino, mode_t type,
+			   struct file_handle *fh);
+
 /* Decides (and logs) the identity mode of the backing filesystem. */
 void inode_table_probe(void)
 {
@@ -217,10 +223,100 @@ void inode_table_probe(void)
 		free(handle_for(dcfs.root.fd, &st));
 	if (name_to_handle_at(dcfs.root.fd, "", &h.fh, &id, AT_EMPTY_PATH) == 0)
 		root_mnt_id = id;
+	served = true;
+	idstate_load(inode_add_saved);
+}
+
+static bool saveable(const struct dcfs_inode *p)
+{
+	return p->handle && p->dev == dcfs.root.dev &&
+	       p->nodeid == nodeid_derived(p->dev, p->ino);
+}
+
+/*
+ * Writes what the next run needs to reopen the ids (idstate.c): at most
+ * MAX_GHOSTS, as many as it keeps, oldest first; the inodes the kernel
+ * held at the stop count as the newest.
+ */
+static void inode_table_save(void)
+{
+	struct idstate_writer *w;
+	size_t live = 0, ghosts = 0, skip, n = 0;
+
+	if (!served || !(w = idstate_begin()))
+		return;
+	for (size_t i = 0; i < dcfs.nbuckets; i++)
+		for (struct dcfs_inode *p = dcfs.buckets[i]; p; p = p->hnext)
+			if (saveable(p))
+				*(p->ghost ? &ghosts : &live) += 1;
+	skip = live >= MAX_GHOSTS ? ghosts : ghosts - (MAX_GHOSTS - live < ghosts ? MAX_GHOSTS - live : ghosts);
+	for (struct dcfs_inode *g = ghost_head; g; g = g->gnext) {
+		if (!saveable(g))
+			continue;
+		if (skip) {
+			skip--;
+			continue;
+		}
+		idstate_put(w, g);
+		n++;
+	}
+	for (size_t i = 0; i < dcfs.nbuckets && n < MAX_GHOSTS; i++)
+		for (struct dcfs_inode *p = dcfs.buckets[i]; p && n < MAX_GHOSTS; p = p->hnext)
+			if (!p->ghost && saveable(p)) {
+				idstate_put(w, p);
+				n++;
+			}
+	idstate_end(w, n);
+}
+
+static struct dcfs_inode *ghosts_trim(void);
+
+static void free_list(struct dcfs_inode *dead)
+{
+	while (dead) {
+		struct dcfs_inode *next = dead->hnext;
+
+		inode_free(dead);
+		dead = next;
+	}
+}
+
+/*
+ * A ghost saved by the previous run over this tree: it gets the id it had,
+ * which is the one derived from its inode number, unless a lookup of this
+ * run took the inode number already.  Takes fh.  0 or -EEXIST.
+ */
+static int inode_add_saved(uint64_t nodeid, ino_t ino, mode_t type,
+		    struct file_handle *fh)
+{
+	struct dcfs_inode *inode, *dead;
+
+	pthread_mutex_lock(&dcfs.table_lock);
+	if (nodeid != nodeid_derived(dcfs.root.dev, ino) || nodeid_find(nodeid) ||
+	    table_find(dcfs.root.dev, ino) || !(inode = calloc(1, sizeof(*inode)))) {
+		pthread_mutex_unlock(&dcfs.table_lock);
+		free(fh);
+		return -EEXIST;
+	}
+	inode->fd = -1;
+	inode->handle = fh;
+	inode->dev = dcfs.root.dev;
+	inode->ino = ino;
+	inode->type = type & S_IFMT;
+	inode->gen = handle_generation(fh, ino);
+	inode->nodeid = nodeid;
+	table_insert(inode);
+	nodeid_insert(inode);
+	ghost_append(inode);
+	dead = ghosts_trim();
+	pthread_mutex_unlock(&dcfs.table_lock);
+	free_list(dead);
+	return 0;
 }
 
 void inode_table_destroy(void)
 {
+	inode_table_save();
 	for (size_t i = 0; i < dcfs.nbuckets; i++) {
 		struct dcfs_inode *p = dcfs.buckets[i], *next;
 
@@ -335,6 +431,7 @@ static struct dcfs_inode *inode_get(int fd, const struct stat *st,
 		inode->dev = st->st_dev;
 		inode->ino = st->st_ino;
 		inode->type = st->st_mode & S_IFMT;
+		inode->gen = fh ? handle_generation(fh, st->st_ino) : 0;
 		inode->nlookup = 1;
 		table_insert(inode);
 		nodeid_assign(inode);
@@ -346,6 +443,15 @@ static struct dcfs_inode *inode_get(int fd, const struct stat *st,
 		free(fh);
 	}
 	return inode;
+}
+
+/* What an entry reply says besides the attributes. */
+static void entry_fill(struct fuse_entry_param *e, const struct dcfs_inode *inode)
+{
+	e->ino = inode->nodeid;
+	e->generation = inode->gen;
+	e->attr_timeout = dcfs.opt.attr_timeout;
+	e->entry_timeout = dcfs.opt.entry_timeout;
 }
 
 static bool is_dot_dot_of_root(struct dcfs_inode *parent, const char *name)
@@ -388,8 +494,6 @@ static int entry_from_fd(int fd, struct fuse_entry_param *e)
 	struct dcfs_inode *inode;
 
 	memset(e, 0, sizeof(*e));
-	e->attr_timeout = dcfs.opt.attr_timeout;
-	e->entry_timeout = dcfs.opt.entry_timeout;
 	if (fstatat(fd, "", &e->attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
 		int err = -errno;
 
@@ -399,7 +503,7 @@ static int entry_from_fd(int fd, struct fuse_entry_param *e)
 	inode = inode_get(fd, &e->attr, handle_for(fd, &e->attr));
 	if (!inode)
 		return -ENOMEM;
-	e->ino = inode->nodeid;
+	entry_fill(e, inode);
 	return 0;
 }
 
@@ -447,10 +551,8 @@ static int lookup_held(int pfd, const char *name, struct fuse_entry_param *e)
 		return 1;
 	}
 	inode->nlookup++;
-	e->ino = inode->nodeid;
+	entry_fill(e, inode);
 	pthread_mutex_unlock(&dcfs.table_lock);
-	e->attr_timeout = dcfs.opt.attr_timeout;
-	e->entry_timeout = dcfs.opt.entry_timeout;
 	return 0;
 }
 
@@ -558,28 +660,37 @@ void inode_forget(struct dcfs_inode *inode, uint64_t n)
 	pthread_mutex_unlock(&dcfs.table_lock);
 	if (fd >= 0)
 		close(fd);
-	while (dead) {
-		struct dcfs_inode *next = dead->hnext;
-
-		inode_free(dead);
-		dead = next;
-	}
+	free_list(dead);
 }
 
 /*
- * LOOKUP of "." in a node id the kernel no longer holds: what the kernel
- * sends to decode an NFS file handle of the mount.  A ghost with that id
- * comes back (same id, as the kernel requires) if its handle still opens
- * the object inside the tree.  -ENOENT: not a ghost, look up as usual.
+ * LOOKUP of "." in node id id: what the kernel sends to decode an export
+ * handle (NFS, open_by_handle_at() on the mount) of an inode it does not
+ * have in core.  A ghost (also one saved by the previous run, idstate.c)
+ * comes back under the same id, as the kernel requires, if its handle
+ * still opens the object inside the tree; an inode dcfs holds is looked
+ * up again; any other id is stale.  The kernel then compares the
+ * generation with the handle's, so another file that got the inode
+ * number since is stale too.
  */
-int inode_lookup_ghost(fuse_ino_t id, struct fuse_entry_param *e)
+int inode_lookup_self(fuse_ino_t id, struct fuse_entry_param *e)
 {
 	struct dcfs_inode *inode;
-	int fd, err = -ENOENT;
+	int fd, err = -ESTALE;
 
+	if (id == FUSE_ROOT_ID)
+		return inode_lookup_again(&dcfs.root, e);
 	pthread_mutex_lock(&dcfs.table_lock);
 	inode = nodeid_find(id);
-	if (!inode || !inode->ghost)
+	if (inode && !inode->ghost) {
+		/* Held across the unlock: a FORGET may be in flight. */
+		inode->nlookup++;
+		pthread_mutex_unlock(&dcfs.table_lock);
+		err = inode_lookup_again(inode, e);
+		inode_forget(inode, 1);
+		return err;
+	}
+	if (!inode)
 		goto out;
 	fd = handle_reopen(inode);
 	if (fd < 0) {
@@ -596,9 +707,7 @@ int inode_lookup_ghost(fuse_ino_t id, struct fuse_entry_param *e)
 	inode->nlookup = 1;
 	if (!fdcache_adopt(inode, fd))
 		close(fd);
-	e->ino = inode->nodeid;
-	e->attr_timeout = dcfs.opt.attr_timeout;
-	e->entry_timeout = dcfs.opt.entry_timeout;
+	entry_fill(e, inode);
 	err = 0;
 out:
 	pthread_mutex_unlock(&dcfs.table_lock);

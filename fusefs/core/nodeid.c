@@ -3,12 +3,31 @@
  * FUSE node ids.
  *
  * A node id is a number dcfs hands to the kernel for an inode, never an
- * address: ids come from a 64-bit counter and are never reused, and every
- * id the kernel sends back is looked up here.  An id dcfs does not know
- * (forged, stale, or of an inode dcfs has let go of) finds nothing, and
- * the handler answers ESTALE instead of dereferencing anything.  This is
- * also what lets the kernel re-export the mount (NFS handles carry node
- * ids, see inode.c's ghosts).
+ * address: every id the kernel sends back is looked up here.  An id dcfs
+ * does not know (forged, stale, or of an inode dcfs has let go of) finds
+ * nothing, and the handler answers ESTALE instead of dereferencing
+ * anything.
+ *
+ * The id is derived from the backing identity, so that it is the same
+ * after a restart of dcfs (an NFS client or an open_by_handle_at() caller
+ * keeps its handles, which carry node ids; see inode.c's saved ghosts):
+ *
+ *   bits 0-47   st_ino
+ *   bits 48-62  index of the backing filesystem: 0 for BACKING_DIR's own
+ *               (so there node id == st_ino, the layout upstream's inode
+ *               passthrough, FUSE_PASSTHROUGH_INO, asks for), 1..32767 for
+ *               filesystems mounted below it, from a hash of st_dev
+ *               (the same after a restart as long as the device numbers
+ *               are), the next free one on a clash
+ *   bit 63      0
+ *
+ * Whatever does not fit gets an id from a counter with bit 63 set, never
+ * reused (stable within one run only): an st_ino of 48 bits or more, one
+ * equal to FUSE_ROOT_ID, a filesystem beyond the index table, and an
+ * inode number reused while the kernel still holds the old object under
+ * the derived id (inode.c detaches that one; two objects never share an
+ * id).  The kernel tells objects that had the same id at different times
+ * apart by the generation (inode.c: from the file handle).
  *
  * The table is a hash of chains through dcfs_inode.idnext, protected by
  * the inode table lock.
@@ -19,9 +38,21 @@
 
 #define MIN_BUCKETS 1024
 
+#define INO_BITS 48
+#define FS_INDEXES (1u << 15)
+#define COUNTER_BIT (1ULL << 63)
+/* Filesystems given an index; more are possible but get counter ids. */
+#define MAX_INDEXED 1024
+
 static struct dcfs_inode **buckets;
 static size_t nbuckets, count;
-static uint64_t next_id = FUSE_ROOT_ID + 1;
+static uint64_t next_counter = COUNTER_BIT | 1;
+
+static struct {
+	dev_t dev;
+	uint32_t index;
+} indexed[MAX_INDEXED];
+static size_t n_indexed;
 
 static size_t bucket_of(uint64_t id, size_t n)
 {
@@ -42,6 +73,52 @@ void nodeid_destroy(void)
 	free(buckets);
 	buckets = NULL;
 	nbuckets = count = 0;
+	n_indexed = 0;
+}
+
+static bool index_taken(uint32_t index)
+{
+	for (size_t i = 0; i < n_indexed; i++)
+		if (indexed[i].index == index)
+			return true;
+	return false;
+}
+
+/* The index of dev's filesystem, assigned at first sight; -1: none left. */
+static int64_t fs_index(dev_t dev)
+{
+	uint64_t h;
+	uint32_t index;
+
+	if (dev == dcfs.root.dev)
+		return 0;
+	for (size_t i = 0; i < n_indexed; i++)
+		if (indexed[i].dev == dev)
+			return indexed[i].index;
+	if (n_indexed == MAX_INDEXED)
+		return -1;
+	h = ((uint64_t)dev + 1) * 0x9e3779b97f4a7c15ULL;
+	index = 1 + (uint32_t)((h >> 32) % (FS_INDEXES - 1));
+	while (index_taken(index))
+		index = index % (FS_INDEXES - 1) + 1;
+	indexed[n_indexed].dev = dev;
+	indexed[n_indexed].index = index;
+	n_indexed++;
+	return index;
+}
+
+uint64_t nodeid_derived(dev_t dev, ino_t ino)
+{
+	int64_t index;
+	uint64_t id;
+
+	if (ino == 0 || (uint64_t)ino >> INO_BITS)
+		return 0;
+	index = fs_index(dev);
+	if (index < 0)
+		return 0;
+	id = (uint64_t)index << INO_BITS | (uint64_t)ino;
+	return id == FUSE_ROOT_ID ? 0 : id;
 }
 
 static void grow(void)
@@ -68,17 +145,28 @@ static void grow(void)
 	nbuckets = n;
 }
 
-void nodeid_assign(struct dcfs_inode *inode)
+/* Adds inode under the id it has already (a ghost saved by a previous run). */
+void nodeid_insert(struct dcfs_inode *inode)
 {
 	size_t b;
 
 	if (count >= nbuckets)
 		grow();
-	inode->nodeid = next_id++;
 	b = bucket_of(inode->nodeid, nbuckets);
 	inode->idnext = buckets[b];
 	buckets[b] = inode;
 	count++;
+}
+
+void nodeid_assign(struct dcfs_inode *inode)
+{
+	uint64_t id = nodeid_derived(inode->dev, inode->ino);
+
+	/* Taken: by an old object of a reused inode number the kernel holds. */
+	if (!id || nodeid_find(id))
+		id = next_counter++;
+	inode->nodeid = id;
+	nodeid_insert(inode);
 }
 
 void nodeid_remove(struct dcfs_inode *inode)

@@ -31,10 +31,10 @@ static void dcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fuse_entry_param e;
 	int err = -ENOENT;
 
-	/* "." of an id the kernel let go of: an NFS handle being decoded. */
+	/* "." of an id the kernel does not have: an export handle decoded. */
 	if (strcmp(name, ".") == 0)
-		err = inode_lookup_ghost(parent, &e);
-	if (err == -ENOENT)
+		err = inode_lookup_self(parent, &e);
+	else
 		err = inode_lookup(dcfs_inode_of(parent), name, &e);
 	/* Buffered writes (write_pipe.c) change the size the entry reports. */
 	if (!err && wpipe_sync_inode(dcfs_inode_of(e.ino)))
