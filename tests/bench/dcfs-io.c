@@ -8,7 +8,7 @@
  *   dcfs-io pages FILE OUT                           residency bitmap (mincore)
  *   dcfs-io survival FILE BEFORE                     pages of BEFORE still resident
  *   dcfs-io watch [INTERVAL_MS [READY]]              peak Cached/Dirty until SIGTERM
- *   dcfs-io meta DIR N [SIZE [create|stat|unlink]]   create/stat/unlink N files (one phase)
+ *   dcfs-io meta DIR N [SIZE [create|stat|unlink|probe]]  create/stat/unlink N files (one phase)
  *   dcfs-io tree DIR N [SIZE]                        N files, 1000 per subdirectory
  *   dcfs-io statloop FILE N                          N stat(2) of FILE
  *
@@ -317,7 +317,11 @@ static int do_watch(long ms, const char *ready)
 	return 0;
 }
 
-/* phase: 0 all three, else 'c'reate, 's'tat or 'u'nlink only. */
+/*
+ * phase: 0 all three, else 'c'reate, 's'tat or 'u'nlink only, or 'p'robe:
+ * create each file after a stat(2) that finds it missing, with O_TRUNC
+ * instead of O_EXCL (a make, cp or installer checks before it creates).
+ */
 static int do_meta(const char *dir, long n, size_t size, int phase)
 {
 	char name[64], *buf = calloc(1, size ? size : 1);
@@ -328,11 +332,16 @@ static int do_meta(const char *dir, long n, size_t size, int phase)
 		return 1;
 	memset(buf, 'x', size);
 	t0 = now();
-	for (long i = 0; (!phase || phase == 'c') && i < n; i++) {
+	for (long i = 0; (!phase || phase == 'c' || phase == 'p') && i < n; i++) {
 		int fd;
 
 		snprintf(name, sizeof(name), "%s/f%07ld", dir, i);
-		fd = open(name, O_WRONLY | O_CREAT | O_EXCL, 0644);
+		if (phase == 'p' && (stat(name, &st) == 0 || errno != ENOENT)) {
+			fprintf(stderr, "%s: not missing\n", name);
+			return 1;
+		}
+		/* as cp or a shell redirection (O_EXCL would look the name up again) */
+		fd = open(name, O_WRONLY | O_CREAT | (phase == 'p' ? O_TRUNC : O_EXCL), 0644);
 		if (fd < 0 || (size && write(fd, buf, size) != (ssize_t)size)) {
 			perror(name);
 			return 1;
@@ -442,7 +451,7 @@ int main(int argc, char **argv)
 		"       dcfs-io pages FILE OUT\n"
 		"       dcfs-io survival FILE BEFORE\n"
 		"       dcfs-io watch [INTERVAL_MS [READY]]\n"
-		"       dcfs-io meta DIR N [SIZE [create|stat|unlink]]\n"
+		"       dcfs-io meta DIR N [SIZE [create|stat|unlink|probe]]\n"
 		"       dcfs-io tree DIR N [SIZE]\n"
 		"       dcfs-io statloop FILE N\n");
 	return 2;
