@@ -30,6 +30,7 @@ static const struct fuse_opt dcfs_opts[] = {
 	DCFS_OPT("config=%s", config, 0),
 	DCFS_OPT("attr_timeout=%lf", attr_timeout, 0),
 	DCFS_OPT("entry_timeout=%lf", entry_timeout, 0),
+	DCFS_OPT("negative_timeout=%lf", negative_timeout, 0),
 	DCFS_OPT("cache=%s", cache_mode, 0),
 	DCFS_OPT("nonempty", nonempty, 1),
 	DCFS_OPT("nodefault_permissions", nodefault_permissions, 1),
@@ -127,11 +128,25 @@ static int default_threads(void)
  * learnt about names and attributes.
  *  never   0 s: every access asks dcfs (backing tree changed by others all
  *          the time);
- *  auto    1 s, no negative entries (default): changes made directly in the
- *          backing tree show within a second;
- *  always  1 day, negative entries cached too: for trees changed only
- *          through this mount, where metadata runs at close to native speed.
- * An explicit attr_timeout= / entry_timeout= wins over the mode.
+ *  auto    1 s (default): changes made directly in the backing tree show
+ *          within a second;
+ *  always  1 day: for trees changed only through this mount, where
+ *          metadata runs at close to native speed.
+ * A missing name is remembered as long as a name (entry_timeout): a name
+ * created directly in the backing tree then shows within the same time as
+ * a name removed there disappears, and a name created through the mount
+ * replaces the kernel's negative entry at once.  With cache=auto that
+ * saves the LOOKUP of a name probed again (a stat before a create, a
+ * search path) within the second.
+ * An explicit attr_timeout= / entry_timeout= / negative_timeout= wins
+ * over the mode.
+ *
+ * Directories keep attr_timeout: the kernel checks permissions with their
+ * cached mode and owner (default_permissions), so a chmod of a directory
+ * made in the backing tree must show within the same time, and the
+ * directory GETATTRs left per create or unlink come from the kernel
+ * invalidating the directory's attributes at each change, not from their
+ * expiry (dcfs(8), METADATA ROUND TRIPS).
  */
 static int apply_cache_mode(struct dcfs_options *opt)
 {
@@ -149,12 +164,12 @@ static int apply_cache_mode(struct dcfs_options *opt)
 			opt->cache_mode);
 		return -EINVAL;
 	}
-	opt->negative_timeout = opt->cache_mode &&
-				strcmp(opt->cache_mode, "always") == 0 ? t : 0.0;
 	if (opt->attr_timeout < 0)
 		opt->attr_timeout = t;
 	if (opt->entry_timeout < 0)
 		opt->entry_timeout = t;
+	if (opt->negative_timeout < 0)
+		opt->negative_timeout = opt->entry_timeout;
 	return 0;
 }
 
@@ -162,6 +177,7 @@ int options_parse(struct fuse_args *args, struct dcfs_options *opt)
 {
 	opt->attr_timeout = -1.0;
 	opt->entry_timeout = -1.0;
+	opt->negative_timeout = -1.0;
 	opt->max_threads = default_threads();
 	opt->max_idle_threads = -1;
 	opt->stop_timeout = DCFS_STOP_TIMEOUT;
@@ -187,6 +203,8 @@ void options_usage(const char *prog)
 	       "    -o config=PATH         policy file (see dcfs.conf(5))\n"
 	       "    -o attr_timeout=SECS   attribute cache timeout (1)\n"
 	       "    -o entry_timeout=SECS  name cache timeout (1)\n"
+	       "    -o negative_timeout=SECS  how long a missing name is remembered\n"
+	       "                           (entry_timeout)\n"
 	       "    -o cache=MODE          never, auto (default) or always: how long\n"
 	       "                           the kernel trusts names and attributes\n"
 	       "    -o nonempty            allow a non-empty mount point\n"
@@ -252,7 +270,8 @@ int options_validate(const struct dcfs_options *opt)
 	err = check_dir("mount point", opt->mountpoint);
 	if (err)
 		return err;
-	if (opt->attr_timeout < 0 || opt->entry_timeout < 0) {
+	if (opt->attr_timeout < 0 || opt->entry_timeout < 0 ||
+	    opt->negative_timeout < 0) {
 		fprintf(stderr, "dcfs: timeouts must not be negative\n");
 		return -EINVAL;
 	}

@@ -39,7 +39,7 @@ static void dcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	/* Buffered writes (write_pipe.c) change the size the entry reports. */
 	if (!err && wpipe_sync_inode(dcfs_inode_of(e.ino)))
 		inode_stat(dcfs_inode_of(e.ino), &e.attr);
-	/* cache=always: the kernel may remember that the name is missing. */
+	/* The kernel may remember that the name is missing (options.c). */
 	if (err == -ENOENT && dcfs.opt.negative_timeout > 0) {
 		memset(&e, 0, sizeof(e));
 		e.entry_timeout = dcfs.opt.negative_timeout;

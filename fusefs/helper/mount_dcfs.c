@@ -58,7 +58,8 @@ static const char *const known[] = {
 	"async", "sync", "dirsync", "atime", "noatime", NULL
 };
 static const char *const known_prefix[] = {
-	"config=", "attr_timeout=", "entry_timeout=", "max_threads=", "cache=",
+	"config=", "attr_timeout=", "entry_timeout=", "negative_timeout=",
+	"max_threads=", "cache=",
 	"stop_timeout=",
 	"fsname=", "subtype=", "max_read=", "blksize=", "user=", "context=",
 	"fscontext=", "defcontext=", "rootcontext=", NULL
