@@ -709,6 +709,58 @@ START_TEST(scale_metadata_round_trips)
 }
 END_TEST
 
+/* Missing names are remembered for negative_timeout, by default the
+ * entry_timeout of any cache mode (long here, so that no expiry on a busy
+ * machine changes the count): a create with O_TRUNC after a stat that
+ * found the name missing costs no second LOOKUP; with negative_timeout=0
+ * it does. */
+static long long slab_drops(void)
+{
+	char *v = read_file_str("/proc/vmstat"), *p = v ? strstr(v, "drop_slab ") : NULL;
+	long long n = p ? atoll(p + strlen("drop_slab ")) : -1;
+
+	free(v);
+	return n;
+}
+
+static long long probe_then_create(const char *opts)
+{
+	char err[512];
+	struct stat st;
+	const char *root = backing_root(FS_XFS, err, sizeof err);
+	ck_assert_msg(root != NULL, "backing fs: %s", err);
+	ck_assert_msg(own_mount_start_opts(&g_s, root, "negative", "[global]\ndefault = cache\n",
+					   opts) == 0,
+		      "mount: %s", g_s.err);
+	long long n = -1;
+	unlink(PE_S("probe"));
+	/* someone's drop_caches in between drops the negative entry: again */
+	for (int try = 0; try < 5; try++) {
+		long long d0 = slab_drops();
+		OK(stat(g_s.mnt, &st));
+		long long l0 = requests("lookup");
+		ck_assert_msg(stat(PM_S("probe"), &st) < 0 && errno == ENOENT, "probe exists");
+		int fd = open(PM_S("probe"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		ck_assert_msg(fd >= 0, "create: %s", strerror(errno));
+		OK(close(fd));
+		n = requests("lookup") - l0;
+		OK(unlink(PM_S("probe")));
+		if (slab_drops() == d0)
+			break;
+	}
+	scale_unmount();
+	return n;
+}
+
+START_TEST(scale_negative_entries)
+{
+	long long n = probe_then_create("entry_timeout=3600");
+	ck_assert_msg(n == 1, "%lld LOOKUPs for a stat of a missing name and its create", n);
+	n = probe_then_create("entry_timeout=3600,negative_timeout=0");
+	ck_assert_msg(n == 2, "negative_timeout=0: %lld LOOKUPs for a stat and a create", n);
+}
+END_TEST
+
 /* In the runner process, so every forked test shares one backing fs. */
 static void scale_setup(void)
 {
@@ -743,6 +795,7 @@ Suite *scale_suite(void)
 	tcase_add_unchecked_fixture(tc, scale_setup, NULL);
 	tcase_set_timeout(tc, 60 * deadline_scale());
 	tcase_add_test(tc, scale_metadata_round_trips);
+	tcase_add_test(tc, scale_negative_entries);
 	suite_add_tcase(s, tc);
 	return s;
 }
