@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -1134,6 +1135,24 @@ static void sweep_mounts(void)
 	}
 }
 
+/* The node ids a daemon saved at its stop for the next run over a backing
+ * dir of this loop device (dcfs(8), FILES): nobody will mount it again. */
+static void remove_saved_ids(const char *loop)
+{
+	struct stat st;
+	char prefix[64];
+	DIR *d;
+	struct dirent *de;
+
+	if (stat(loop, &st) < 0 || !(d = opendir("/run/dcfs")))
+		return;
+	snprintf(prefix, sizeof prefix, "ids-%u.%u-", major(st.st_rdev), minor(st.st_rdev));
+	while ((de = readdir(d)))
+		if (strncmp(de->d_name, prefix, strlen(prefix)) == 0)
+			unlinkat(dirfd(d), de->d_name, 0);
+	closedir(d);
+}
+
 static void cleanup_impl(int from_signal)
 {
 	/* kill daemons first so lazy unmounts do not hang on them */
@@ -1156,6 +1175,8 @@ static void cleanup_impl(int from_signal)
 				reg_pids[i] = 0;
 			}
 	for (int i = 0; i < reg_nloops; i++) {
+		if (!from_signal)
+			remove_saved_ids(reg_loops[i]);
 		int fd = open(reg_loops[i], O_RDONLY | O_CLOEXEC);
 		if (fd >= 0) {
 			ioctl(fd, LOOP_CLR_FD, 0);
