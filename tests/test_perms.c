@@ -5,11 +5,13 @@
  * the results / errno must be identical. */
 #include "harness.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -19,6 +21,7 @@ enum op {
 	OP_SETXATTR, OP_GETXATTR, OP_UNLINK, OP_RENAME, OP_RMDIR, OP_ACCESS, OP_OPENDIR,
 	OP_STAT, OP_WRITE_EXISTING, OP_LINK, OP_MKNOD_CHR, OP_READ_CONTENT,
 	OP_FUTIMENS_NOW, OP_FUTIMENS_SET, OP_FTRUNCATE, OP_FCHMOD, OP_FCHOWN,
+	OP_LIST, OP_CHDIR, OP_FCHDIR, OP_FSTATAT, OP_OPENAT, OP_EXEC, OP_MKNOD_FIFO,
 };
 
 struct opspec {
@@ -27,6 +30,95 @@ struct opspec {
 	const char *b;
 	long n;
 };
+
+/* A name and its d_type, order-independent: equal listings, equal sums. */
+static unsigned long entry_hash(const struct dirent *de)
+{
+	unsigned long h = 1469598103934665603UL;
+	for (const char *p = de->d_name; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211UL;
+	return (h ^ de->d_type) * 1099511628211UL;
+}
+
+/* The names and types readdir gives, hashed; -1 with errno on failure. */
+static long list_dir(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	unsigned long sum = 0;
+	long n = 0;
+	if (!d)
+		return -1;
+	errno = 0;
+	while ((de = readdir(d))) {
+		sum += entry_hash(de);
+		n++;
+	}
+	int e = errno;
+	closedir(d);
+	if (e) {
+		errno = e;
+		return -1;
+	}
+	return (long)((sum & 0xffffffffUL) << 8 | (unsigned long)(n & 0xff));
+}
+
+/* Runs path in a child; its exit status, or -1 and the errno of execv. */
+static long exec_status(const char *path)
+{
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDWR);
+		dup2(nul, 1);
+		dup2(nul, 2);
+		execl(path, path, (char *)NULL);
+		int e = errno;
+		if (write(pfd[1], &e, sizeof e) != sizeof e)
+			_exit(126);
+		_exit(127);
+	}
+	close(pfd[1]);
+	int e = 0, st;
+	ssize_t n = read(pfd[0], &e, sizeof e);
+	close(pfd[0]);
+	waitpid(pid, &st, 0);
+	if (n == sizeof e) {
+		errno = e;
+		return -1;
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + WTERMSIG(st);
+}
+
+/* Opens directory a (O_RDONLY: needs read permission only), then runs the
+ * *at call on name b in it: the fd does not bypass search permission. */
+static long in_dir_fd(enum op op, const char *dir, const char *name)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	if (dfd < 0)
+		return -1000 - errno;
+	struct stat st;
+	long r;
+	if (op == OP_FCHDIR)
+		r = fchdir(dfd);
+	else if (op == OP_FSTATAT)
+		r = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW);
+	else {
+		r = openat(dfd, name, O_RDONLY);
+		if (r >= 0)
+			r = close((int)r);
+	}
+	int e = errno;
+	if (op == OP_FCHDIR && r == 0)
+		r = chdir("/");
+	close(dfd);
+	errno = e;
+	return r;
+}
 
 static long do_op(struct as_ctx *c)
 {
@@ -113,6 +205,24 @@ static long do_op(struct as_ctx *c)
 		return fd < 0 ? -1 : close(fd);
 	case OP_STAT:
 		return stat(pa, &st);
+	case OP_LIST:
+		return list_dir(pa);
+	case OP_CHDIR: {
+		long r = chdir(pa);
+		int e = errno;
+		if (r == 0 && chdir("/") < 0)
+			return -1;
+		errno = e;
+		return r;
+	}
+	case OP_FCHDIR:
+	case OP_FSTATAT:
+	case OP_OPENAT:
+		return in_dir_fd(o->op, pa, o->b);
+	case OP_EXEC:
+		return exec_status(pa);
+	case OP_MKNOD_FIFO:
+		return mknod(pa, S_IFIFO | (mode_t)o->n, 0);
 	case OP_FUTIMENS_NOW:
 	case OP_FUTIMENS_SET:
 	case OP_FTRUNCATE:
@@ -147,7 +257,7 @@ static const char *opnames[] = {
 	"chmod", "chown", "chgrp", "truncate", "utimes_set", "utimes_now", "setxattr",
 	"getxattr", "unlink", "rename", "rmdir", "access", "opendir", "stat", "write",
 	"link", "mknod_chr", "read", "futimens_now", "futimens_set", "ftruncate", "fchmod",
-	"fchown",
+	"fchown", "list", "chdir", "fchdir", "fstatat", "openat", "exec", "mknod_fifo",
 };
 
 /* run op as uid on both sides, compare, and check expected (0 = success,
@@ -463,6 +573,230 @@ START_TEST(perms_enospc_reserved)
 }
 END_TEST
 
+/*
+ * Issue 24 #4: a directory with read but no search permission lists (the
+ * names, as getdents gives them), but nothing in it can be reached, not
+ * even through an fd of the directory; pjdfstest-style, against native.
+ */
+START_TEST(perms_dir_read_no_search)
+{
+	T_BEGIN();
+	make_pub("pub", 0777);
+	/* the caller's own directory, made r-- (as in `chmod 0600 s; ls s`) */
+	as(U1, OP_MKDIR, "pub/s", NULL, 0755, 0);
+	as(U1, OP_CREATE, "pub/s/a", NULL, 0644, 0);
+	as(U1, OP_MKDIR, "pub/s/sub", NULL, 0755, 0);
+	as(U1, OP_SYMLINK, "pub/s/l", NULL, 0, 0);
+	as(U1, OP_CHMOD, "pub/s", NULL, 0600, 0);
+	/* root's directory, readable by others, not searchable */
+	make_pub("r644", 0755);
+	DUAL(write_file(P("r644/f"), "x", 1, 0644));
+	DUAL(mkdir(P("r644/d"), 0755));
+	DUAL(chmod(P("r644"), 0644));
+	/* neither readable nor searchable */
+	make_pub("r600", 0755);
+	DUAL(write_file(P("r600/f"), "x", 1, 0644));
+	DUAL(chmod(P("r600"), 0600));
+	for (int round = 0; round < 2; round++) {
+		/* the second round finds whatever the first left cached */
+		as(U1, OP_OPENDIR, "pub/s", NULL, 0, 0);
+		as(U1, OP_LIST, "pub/s", NULL, 0, 0);
+		as(U1, OP_STAT, "pub/s", NULL, 0, 0);
+		as(U1, OP_STAT, "pub/s/a", NULL, 0, EACCES);
+		as(U1, OP_STAT, "pub/s/sub", NULL, 0, EACCES);
+		as(U1, OP_OPEN_R, "pub/s/a", NULL, 0, EACCES);
+		as(U1, OP_LIST, "pub/s/sub", NULL, 0, EACCES);
+		as(U1, OP_CHDIR, "pub/s", NULL, 0, EACCES);
+		as(U1, OP_FCHDIR, "pub/s", NULL, 0, EACCES);
+		as(U1, OP_FSTATAT, "pub/s", "a", 0, EACCES);
+		as(U1, OP_OPENAT, "pub/s", "a", 0, EACCES);
+		as(U1, OP_ACCESS, "pub/s", NULL, R_OK, 0);
+		as(U1, OP_ACCESS, "pub/s", NULL, X_OK, EACCES);
+		as(U1, OP_ACCESS, "pub/s/a", NULL, F_OK, EACCES);
+		as(U1, OP_LIST, "r644", NULL, 0, 0);
+		as(U1, OP_STAT, "r644/f", NULL, 0, EACCES);
+		as(U1, OP_OPEN_R, "r644/f", NULL, 0, EACCES);
+		as(U1, OP_FSTATAT, "r644", "d", 0, EACCES);
+		as(U2, OP_LIST, "r644", NULL, 0, 0);
+		as(U1, OP_OPENDIR, "r600", NULL, 0, EACCES);
+		as(U1, OP_LIST, "r600", NULL, 0, EACCES);
+		/* the owner may still add search permission back */
+		as(U1, OP_ACCESS, "pub/s", NULL, W_OK, 0);
+	}
+	as(U1, OP_CHMOD, "pub/s", NULL, 0700, 0);
+	as(U1, OP_STAT, "pub/s/a", NULL, 0, 0);
+	as(U1, OP_CHDIR, "pub/s", NULL, 0, 0);
+	/* root lists and searches anything */
+	DUAL(list_dir(P("r600")));
+	DUAL(access(P("r600/f"), R_OK));
+}
+END_TEST
+
+static void copy_true(const char *name, mode_t mode)
+{
+	size_t len;
+	void *bin = slurp("/bin/true", &len);
+	ck_assert_ptr_nonnull(bin);
+	DUAL(write_file(P("%s", name), bin, len, 0755));
+	DUAL(chmod(P("%s", name), mode));
+	free(bin);
+}
+
+static void write_script(const char *name, mode_t mode)
+{
+	static const char script[] = "#!/bin/sh\nexit 3\n";
+	DUAL(write_file(P("%s", name), script, sizeof script - 1, 0755));
+	DUAL(chmod(P("%s", name), mode));
+}
+
+/*
+ * Issue 24 #5: execute-only programs run for users who may execute but not
+ * read them (the kernel's exec open carries __FMODE_EXEC; the daemon opens
+ * such a file read-only for the exec after checking execute permission on
+ * the inode).  Nothing more: reads stay refused, and a script still fails
+ * for them because its interpreter must read it.
+ */
+START_TEST(perms_exec_only)
+{
+	T_BEGIN();
+	make_pub("pub", 0755);
+	copy_true("pub/t711", 0711);
+	copy_true("pub/t701", 0701);
+	copy_true("pub/t111", 0111);
+	copy_true("pub/t710", 0710);
+	copy_true("pub/t700", 0700);
+	copy_true("pub/t644", 0644);
+	copy_true("pub/t4711", 04711);
+	DUAL(chown(P("pub/t710"), 0, TEST_GID));
+	DUAL(symlink("t711", P("pub/link711")));
+	write_script("pub/s711", 0711);
+	write_script("pub/s755", 0755);
+	write_script("pub/s111", 0111);
+	for (int round = 0; round < 2; round++) {
+		as(U1, OP_EXEC, "pub/t711", NULL, 0, 0);
+		as(U1, OP_EXEC, "pub/t701", NULL, 0, 0);
+		as(U1, OP_EXEC, "pub/t111", NULL, 0, 0);
+		as(U1, OP_EXEC, "pub/t710", NULL, 0, 0); /* by group */
+		as(U2, OP_EXEC, "pub/t710", NULL, 0, EACCES);
+		as(U1, OP_EXEC, "pub/t700", NULL, 0, EACCES);
+		as(U1, OP_EXEC, "pub/t644", NULL, 0, EACCES);
+		as(U1, OP_EXEC, "pub/t4711", NULL, 0, 0);
+		as(U1, OP_EXEC, "pub/link711", NULL, 0, 0);
+		/* the interpreter cannot read the script: same status as native */
+		as(U1, OP_EXEC, "pub/s711", NULL, 0, -1);
+		as(U1, OP_EXEC, "pub/s111", NULL, 0, -1);
+		as(U1, OP_EXEC, "pub/s755", NULL, 0, -1);
+		/* execute permission grants nothing else */
+		as(U1, OP_OPEN_R, "pub/t711", NULL, 0, EACCES);
+		as(U1, OP_READ_CONTENT, "pub/t701", NULL, 0, EACCES);
+		as(U1, OP_OPEN_W, "pub/t711", NULL, 0, EACCES);
+		as(U1, OP_OPEN_R, "pub/s711", NULL, 0, EACCES);
+		as(U1, OP_ACCESS, "pub/t711", NULL, X_OK, 0);
+		as(U1, OP_ACCESS, "pub/t711", NULL, R_OK, EACCES);
+	}
+	/* root: any execute bit will do, none is refused */
+	DUAL(exec_status(P("pub/t711")));
+	DUAL(exec_status(P("pub/t700")));
+	DUAL(exec_status(P("pub/t644")));
+	DUAL(exec_status(P("pub/s711")));
+	struct stat st;
+	OK(stat(PM("pub/t711"), &st));
+	ck_assert_uint_eq(st.st_mode & 07777, 0711);
+	check_dual_stat("pub/t711");
+	check_dual_stat("pub/t4711");
+}
+END_TEST
+
+/* The access ACL of rel (what setfacl/getfacl see) is the same on both sides. */
+static void same_acl(const char *rel)
+{
+	char a[512], b[512];
+	errno = 0;
+	ssize_t na = lgetxattr(PR("%s", rel), "system.posix_acl_access", a, sizeof a);
+	int ea = errno;
+	errno = 0;
+	ssize_t nb = lgetxattr(PM("%s", rel), "system.posix_acl_access", b, sizeof b);
+	int eb = errno;
+	ck_assert_msg(na == nb && ea == eb && (na < 0 || memcmp(a, b, (size_t)na) == 0),
+		      "%s: access ACL backing %zd (%s), dcfs %zd (%s)", rel, na, strerror(ea), nb,
+		      strerror(eb));
+}
+
+struct um_op {
+	struct opspec op;
+	mode_t umask;
+};
+
+static long do_op_umask(struct as_ctx *c)
+{
+	const struct um_op *u = c->arg;
+	struct as_ctx inner = { c->root, (void *)&u->op };
+	umask(u->umask);
+	return do_op(&inner);
+}
+
+static void as_umask(mode_t mask, enum op op, const char *a, long n)
+{
+	struct um_op u = { { op, a, NULL, n }, mask };
+	char what[PATH_MAX + 64];
+	snprintf(what, sizeof what, "%s(%s, 0%lo) with umask 0%o", opnames[op], a, n,
+		 (unsigned)mask);
+	struct res r = dual_as(what, U1, do_op_umask, &u);
+	ck_assert_msg(r.ret >= 0, "%s: %s", what, res_str(r));
+	check_dual_stat(a);
+	same_acl(a);
+}
+
+/*
+ * Issue 24 #7: in a directory with a default ACL the umask is not applied
+ * (POSIX ACLs); elsewhere it is.  Created by another user and by root,
+ * with several umasks, every kind of object.
+ */
+START_TEST(perms_umask_default_acl)
+{
+	T_BEGIN();
+	char out[512];
+	make_pub("d", 0777);
+	make_pub("plain", 0777);
+	int rc = DUAL(run_cmd(out, sizeof out, "setfacl -d -m u::rwx,g::rwx,o::r-x '%s'", P("d")));
+	ck_assert_msg(rc == 0, "setfacl: %s", out);
+	static const mode_t masks[] = { 022, 077, 0 };
+	const char *dirs[] = { "d", "plain" };
+	for (int i = 0; i < 2; i++) {
+		for (int m = 0; m < 3; m++) {
+			char f[64], dd[64], p[64], q[64];
+			snprintf(f, sizeof f, "%s/f%o", dirs[i], (unsigned)masks[m]);
+			snprintf(dd, sizeof dd, "%s/d%o", dirs[i], (unsigned)masks[m]);
+			snprintf(p, sizeof p, "%s/p%o", dirs[i], (unsigned)masks[m]);
+			snprintf(q, sizeof q, "%s/q%o", dirs[i], (unsigned)masks[m]);
+			as_umask(masks[m], OP_CREATE, f, 0666);
+			as_umask(masks[m], OP_MKDIR, dd, 0777);
+			as_umask(masks[m], OP_MKNOD_FIFO, p, 0666);
+			as_umask(masks[m], OP_CREATE, q, 0640);
+		}
+	}
+	as_umask(022, OP_SYMLINK, "d/l", 0);
+	/* inherited by a directory made in it, and used there */
+	as_umask(022, OP_MKDIR, "d/sub", 0775);
+	as_umask(077, OP_CREATE, "d/sub/f", 0666);
+	/* root, with the test's own umask */
+	mode_t old = umask(027);
+	int fd0 = open(PR("d/rootf"), O_CREAT | O_WRONLY, 0666);
+	int fd1 = open(PM("d/rootf"), O_CREAT | O_WRONLY, 0666);
+	int e0 = mkdir(PR("d/rootd"), 0777), e1 = mkdir(PM("d/rootd"), 0777);
+	int g0 = mkdir(PR("plain/rootd"), 0777), g1 = mkdir(PM("plain/rootd"), 0777);
+	umask(old);
+	ck_assert_msg(fd0 >= 0 && fd1 >= 0 && !e0 && !e1 && !g0 && !g1, "root creates failed");
+	close(fd0);
+	close(fd1);
+	check_dual_stat("d/rootf");
+	check_dual_stat("d/rootd");
+	check_dual_stat("plain/rootd");
+	same_acl("d/rootf");
+	same_acl("d/rootd");
+}
+END_TEST
+
 void add_perms_tests(TCase *tc)
 {
 	tcase_add_test(tc, perms_created_owner);
@@ -472,4 +806,7 @@ void add_perms_tests(TCase *tc)
 	tcase_add_test(tc, perms_killpriv);
 	tcase_add_test(tc, perms_fd_setattr);
 	tcase_add_test(tc, perms_enospc_reserved);
+	tcase_add_test(tc, perms_dir_read_no_search);
+	tcase_add_test(tc, perms_exec_only);
+	tcase_add_test(tc, perms_umask_default_acl);
 }

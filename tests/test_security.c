@@ -10,6 +10,7 @@
 #include "harness.h"
 #include "own_mount.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
@@ -451,6 +452,103 @@ START_TEST(sec_created_objects_owned_by_caller)
 }
 END_TEST
 
+/* ---- 2b: directories without search permission, execute-only files ------- */
+
+static long stat_path(void *p)
+{
+	struct stat st;
+	return stat(p, &st);
+}
+
+static long open_path(void *p)
+{
+	int fd = open(p, O_RDONLY);
+	return fd < 0 ? -1 : close(fd);
+}
+
+static long list_path(void *p)
+{
+	DIR *d = opendir(p);
+	long n = 0;
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+static long exec_path(void *p)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDWR);
+		dup2(nul, 1);
+		dup2(nul, 2);
+		execl(p, p, (char *)NULL);
+		_exit(100 + errno);
+	}
+	int st;
+	if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st))
+		return -1;
+	if (WEXITSTATUS(st) >= 100) {
+		errno = WEXITSTATUS(st) - 100;
+		return -1;
+	}
+	return WEXITSTATUS(st);
+}
+
+static void expect_as(long (*fn)(void *), const char *rel, int want_errno, const char *what)
+{
+	struct res r = run_as(ATTACKER, ATTACKER_G, fn, (void *)MNTP(rel));
+	if (want_errno)
+		ck_assert_msg(r.ret < 0 && r.err == want_errno, "%s %s: expected %s, got %s", what,
+			      rel, strerror(want_errno), res_str(r));
+	else
+		ck_assert_msg(r.ret >= 0, "%s %s: %s", what, rel, res_str(r));
+}
+
+/*
+ * Listing a directory the attacker may read but not search gives names
+ * only: nothing in it becomes reachable, also not through what the listing
+ * left in the kernel's caches (with nodefault_permissions the kernel checks
+ * no search permission itself).  An exec open gets a read-only fd for a
+ * file the attacker may execute, never for one it may not (0700 root's:
+ * with nodefault_permissions the kernel lets any execute bit through and
+ * the daemon decides).
+ */
+START_TEST(sec_no_search_and_exec_only)
+{
+	sec_mount("nosearch", _i, NULL);
+	OK(mkdir(EXPP("closed"), 0755));
+	OK(write_file(EXPP("closed/f"), "secret", 6, 0644));
+	OK(mkdir(EXPP("closed/d"), 0755));
+	OK(chmod(EXPP("closed"), 0744));
+	for (int round = 0; round < 3; round++) {
+		expect_as(list_path, "closed", 0, "list");
+		expect_as(stat_path, "closed/f", EACCES, "stat");
+		expect_as(open_path, "closed/f", EACCES, "open");
+		expect_as(stat_path, "closed/d", EACCES, "stat");
+		expect_as(list_path, "closed/d", EACCES, "list");
+	}
+	size_t len;
+	void *bin = slurp("/bin/true", &len);
+	ck_assert_ptr_nonnull(bin);
+	OK(write_file(EXPP("x711"), bin, len, 0755));
+	OK(write_file(EXPP("x700"), bin, len, 0755));
+	free(bin);
+	OK(chmod(EXPP("x711"), 0711));
+	OK(chmod(EXPP("x700"), 0700));
+	for (int round = 0; round < 2; round++) {
+		expect_as(exec_path, "x711", 0, "exec");
+		expect_as(open_path, "x711", EACCES, "open");
+		expect_as(exec_path, "x700", EACCES, "exec");
+		expect_as(open_path, "x700", EACCES, "open");
+	}
+	sec_unmount();
+}
+END_TEST
+
 /* ---- 3: the mount point inside the backing tree --------------------------- */
 
 START_TEST(sec_mount_inside_backing_refused)
@@ -800,6 +898,7 @@ Suite *security_suite(void)
 	tcase_add_loop_test(tc, sec_open_stale_attrs, 0, 2);
 	tcase_add_loop_test(tc, sec_cross_user_links_renames, 0, 2);
 	tcase_add_loop_test(tc, sec_created_objects_owned_by_caller, 0, 2);
+	tcase_add_loop_test(tc, sec_no_search_and_exec_only, 0, 2);
 	tcase_add_test(tc, sec_mount_inside_backing_refused);
 	tcase_add_loop_test(tc, sec_lookup_into_own_mount, 0, 2);
 	tcase_add_test(tc, sec_check_config_bounded);

@@ -254,4 +254,16 @@ void creds_io_capture(struct creds_id *id);
 void creds_io_switch(const struct creds_id *id, struct creds_saved *s);
 void creds_io_restore(const struct creds_saved *s);
 
+/*
+ * umask.c: creates run with the caller's umask (FUSE_CAP_DONT_MASK), so
+ * the backing filesystem applies it or a default ACL.  umask_enter()
+ * returns the mode to create with; umask_leave() restores.
+ */
+struct umask_scope {
+	bool active;
+	mode_t old;
+};
+mode_t umask_enter(fuse_req_t req, mode_t mode, struct umask_scope *s);
+void umask_leave(const struct umask_scope *s);
+
 #endif

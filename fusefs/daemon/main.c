@@ -62,6 +62,9 @@ static void dcfs_init(void *userdata, struct fuse_conn_info *conn)
 	 * returned.  coherence.c notices changes made outside the mount.
 	 */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	/* The umask is applied by the backing filesystem: see umask.c. */
+	if (conn->capable & FUSE_CAP_DONT_MASK)
+		conn->want |= FUSE_CAP_DONT_MASK;
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	conn->time_gran = 1;
 	log_info("mounted %s on %s: max_write %u, max_readahead %u\n",
@@ -322,7 +325,10 @@ int main(int argc, char *argv[])
 		return cmd_read_config(argc, argv);
 	dcfs_log_init(true, 0);
 	bound_buffer_memory();
-	/* Modes arrive with the caller's umask already applied. */
+	/*
+	 * Modes arrive with the caller's umask applied by the kernel, or with
+	 * it beside them (umask.c), which worker threads put in force.
+	 */
 	umask(0);
 	ret = prepare(&args, argv[0], &done);
 	if (ret == 0 && !done) {

@@ -16,6 +16,7 @@
 
 struct dcfs_dir {
 	DIR *dp;
+	bool plus_ok; /* the opener may look names up in it: see can_search() */
 	struct dirent *entry; /* read but not yet handed to the kernel */
 	off_t offset;
 	struct dcfs_dir *prev, *next; /* open handles, for teardown */
@@ -59,20 +60,42 @@ static struct dcfs_dir *dir_of(struct fuse_file_info *fi)
 	return (struct dcfs_dir *)(uintptr_t)fi->fh;
 }
 
+/*
+ * Reopens the directory through /proc/self/fd of its O_PATH fd, which needs
+ * read permission on the directory only, as open(2) of a path to it does.
+ * openat(pfd, ".") would resolve "." inside it and so need search
+ * permission too: a caller with r-- could not list a directory natively
+ * listable (opendir runs as the caller, caller_ops.c).
+ */
 static int open_dir(struct dcfs_inode *inode)
 {
 	int pfd = inode_pin(inode), fd;
+	char path[64];
 
 	if (pfd < 0)
 		return pfd;
-	fd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	inode_proc_path(pfd, path);
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 && fdcache_retry(errno))
-		fd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		fd = -errno;
 	inode_unpin(inode);
 	fdcache_report(fd < 0 ? -fd : 0, "opendir");
 	return fd;
+}
+
+/*
+ * May the opener (whose identity is in force: caller_ops.c) look names up
+ * in the directory?  READDIRPLUS runs as the daemon and would hand the
+ * kernel attributes and dentries of entries a caller without search
+ * permission cannot stat natively; with -o nodefault_permissions the kernel
+ * does not check search permission on cached dentries either.  Such
+ * listings carry names only, like getdents(2).
+ */
+static bool can_search(int fd)
+{
+	return faccessat(fd, "", X_OK, AT_EMPTY_PATH | AT_EACCESS) == 0;
 }
 
 static void dcfs_opendir(fuse_req_t req, fuse_ino_t ino,
@@ -88,6 +111,7 @@ static void dcfs_opendir(fuse_req_t req, fuse_ino_t ino,
 		err = fd;
 		goto out_free;
 	}
+	d->plus_ok = can_search(fd);
 	d->dp = fdopendir(fd);
 	if (!d->dp) {
 		err = -errno;
@@ -129,12 +153,13 @@ static int next_entry(struct dcfs_dir *d, struct dirent **out)
  * buffer is full (and then no lookup count is kept).
  */
 static size_t add_entry(fuse_req_t req, fuse_ino_t ino, char *p, size_t rem,
-			const struct dirent *de, bool plus)
+			const struct dirent *de, bool plus, bool attrs)
 {
 	struct fuse_entry_param e;
 	size_t size;
 
-	if (!plus || is_dot_or_dotdot(de->d_name)) {
+	/* An entry with node id 0 gives the kernel the name only. */
+	if (!plus || !attrs || is_dot_or_dotdot(de->d_name)) {
 		memset(&e, 0, sizeof(e));
 		e.attr.st_ino = de->d_ino;
 		e.attr.st_mode = DTTOIF(de->d_type);
@@ -171,7 +196,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		d->offset = offset;
 	}
 	while ((err = next_entry(d, &de)) > 0) {
-		size_t n = add_entry(req, ino, p, rem, de, plus);
+		size_t n = add_entry(req, ino, p, rem, de, plus, d->plus_ok);
 
 		if (n > rem)
 			break;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "handlers/handlers.h"
@@ -234,6 +235,78 @@ static bool refuse_open_while_stopping(fuse_req_t req,
 	return true;
 }
 
+/*
+ * __FMODE_EXEC: the kernel's open of a program for execve() (fs/exec.c)
+ * keeps it in the file's f_flags, and FUSE passes those in OPEN.  Not in
+ * the userspace headers; open(2) drops it (VALID_OPEN_FLAGS), so no caller
+ * can set it.
+ */
+#define DCFS_FMODE_EXEC 040
+
+static bool is_exec_open(int flags)
+{
+	return (flags & DCFS_FMODE_EXEC) && (flags & O_ACCMODE) == O_RDONLY &&
+	       !(flags & (O_TRUNC | O_CREAT | O_APPEND));
+}
+
+static bool same_inode(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* The daemon's own filesystem identity, for one open (as in handle.c). */
+static int open_as_daemon(const char *path, int flags)
+{
+	int old = (int)syscall(SYS_setfsuid, -1), fd;
+
+	if (old != 0)
+		syscall(SYS_setfsuid, 0);
+	fd = open(path, flags);
+	if (fd < 0)
+		fd = -errno;
+	if (old != 0)
+		syscall(SYS_setfsuid, old);
+	return fd;
+}
+
+/*
+ * execve() of a file the caller may execute but not read (mode 0711): the
+ * kernel needs only execute permission, but the daemon's open as the
+ * caller asks the backing filesystem for read permission.  So an exec open
+ * whose caller has execute permission on that very inode (checked on its
+ * O_PATH fd with the caller's identity, which also honours ACLs and a
+ * noexec backing mount) is opened read-only with the daemon's rights;
+ * nothing else is granted: the fd stays the kernel's, read-only, for this
+ * exec.  A script still fails for such a caller, as natively: its
+ * interpreter opens it with an ordinary read open.
+ */
+static int open_for_exec(struct dcfs_inode *inode)
+{
+	struct stat want, got;
+	char path[64];
+	int pfd = inode_pin(inode), fd;
+
+	if (pfd < 0)
+		return pfd;
+	if (fstat(pfd, &want) < 0) {
+		fd = -errno;
+	} else if (!S_ISREG(want.st_mode)) {
+		fd = -EACCES;
+	} else if (faccessat(pfd, "", X_OK, AT_EMPTY_PATH | AT_EACCESS) < 0) {
+		fd = -errno;
+	} else {
+		inode_proc_path(pfd, path);
+		fd = open_as_daemon(path, O_RDONLY | O_CLOEXEC);
+	}
+	/* What was checked is what was opened. */
+	if (fd >= 0 && (fstat(fd, &got) < 0 || !same_inode(&want, &got))) {
+		close(fd);
+		fd = -EACCES;
+	}
+	inode_unpin(inode);
+	return fd;
+}
+
 static void dcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct dcfs_inode *inode = dcfs_inode_of(ino);
@@ -246,6 +319,8 @@ static void dcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (fi->flags & O_TRUNC)
 		wpipe_sync_inode(inode);
 	fd = open_inode(inode, backing_flags(fi->flags) & ~O_NOFOLLOW);
+	if (fd == -EACCES && dcfs.privileged && is_exec_open(fi->flags))
+		fd = open_for_exec(inode);
 	fdcache_report(fd < 0 ? -fd : 0, "open");
 	if (fd < 0) {
 		fuse_reply_err(req, -fd);
@@ -301,6 +376,7 @@ static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct dcfs_inode *dir = dcfs_inode_of(parent);
 	struct fuse_entry_param e;
+	struct umask_scope um;
 	bool created;
 	int fd, err, dirfd = inode_pin(dir);
 
@@ -317,7 +393,9 @@ static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	/* The name may be a file with buffered writes: O_TRUNC comes after. */
 	if (fi->flags & O_TRUNC)
 		wpipe_sync_all();
+	mode = umask_enter(req, mode, &um);
 	fd = create_or_open(dirfd, name, fi->flags, mode, &created);
+	umask_leave(&um);
 	fdcache_report(fd < 0 ? -fd : 0, "create");
 	if (fd < 0) {
 		inode_unpin(dir);

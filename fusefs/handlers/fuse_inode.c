@@ -250,9 +250,12 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct dcfs_inode *dir = dcfs_inode_of(parent);
 	struct fuse_entry_param e;
+	struct umask_scope um;
 	int err;
 
+	mode = umask_enter(req, mode, &um);
 	err = make_object(dir, name, mode, rdev, target);
+	umask_leave(&um);
 	if (!err)
 		err = inode_lookup(dir, name, &e);
 	if (!err && (e.attr.st_mode & S_IFMT) != (mode & S_IFMT)) {
