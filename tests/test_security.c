@@ -549,6 +549,60 @@ START_TEST(sec_no_search_and_exec_only)
 }
 END_TEST
 
+/* Creates f (0666), d (0777) and p (FIFO 0666) in dir with umask 022. */
+static long make_three(void *p)
+{
+	char b[PATH_MAX + 8];
+	umask(022);
+	snprintf(b, sizeof b, "%s/f", (const char *)p);
+	int fd = open(b, O_CREAT | O_WRONLY, 0666);
+	if (fd < 0 || close(fd) < 0)
+		return -1;
+	snprintf(b, sizeof b, "%s/d", (const char *)p);
+	if (mkdir(b, 0777) < 0)
+		return -2;
+	snprintf(b, sizeof b, "%s/p", (const char *)p);
+	return mkfifo(b, 0666) < 0 ? -3 : 0;
+}
+
+/*
+ * The umask or a default ACL (issue 24 #7) on the /dev/fuse transport too
+ * (-o nouring; the other suites run over io_uring where the kernel has it):
+ * the objects made through the mount get the modes of those made directly
+ * in a directory with the same default ACL.
+ */
+START_TEST(sec_umask_acl_dev_fuse)
+{
+	sec_mount("umask", _i, "nouring");
+	char out[512];
+	const char *dirs[] = { "native", "viamount" };
+	for (int i = 0; i < 2; i++) {
+		OK(mkdir(EXPP(dirs[i]), 0777));
+		OK(chmod(EXPP(dirs[i]), 0777));
+		ck_assert_msg(run_cmd(out, sizeof out, "setfacl -d -m u::rwx,g::rwx,o::r-x '%s'",
+				      EXPP(dirs[i])) == 0, "setfacl: %s", out);
+	}
+	struct res r = run_as(ATTACKER, ATTACKER_G, make_three, (void *)EXPP("native"));
+	ck_assert_msg(r.ret == 0, "native creates: step %ld: %s", -r.ret, res_str(r));
+	r = run_as(ATTACKER, ATTACKER_G, make_three, (void *)MNTP("viamount"));
+	ck_assert_msg(r.ret == 0, "creates through the mount: step %ld: %s", -r.ret, res_str(r));
+	const char *names[] = { "f", "d", "p" };
+	for (int i = 0; i < 3; i++) {
+		char a[64], b[64];
+		struct stat sa, sb, sm;
+		snprintf(a, sizeof a, "native/%s", names[i]);
+		snprintf(b, sizeof b, "viamount/%s", names[i]);
+		OK(lstat(EXPP(a), &sa));
+		OK(lstat(EXPP(b), &sb));
+		OK(lstat(MNTP(b), &sm));
+		ck_assert_msg(sa.st_mode == sb.st_mode && sb.st_mode == sm.st_mode,
+			      "%s: native 0%o, through dcfs 0%o (seen through dcfs 0%o)", names[i],
+			      sa.st_mode, sb.st_mode, sm.st_mode);
+	}
+	sec_unmount();
+}
+END_TEST
+
 /* ---- 3: the mount point inside the backing tree --------------------------- */
 
 START_TEST(sec_mount_inside_backing_refused)
@@ -899,6 +953,7 @@ Suite *security_suite(void)
 	tcase_add_loop_test(tc, sec_cross_user_links_renames, 0, 2);
 	tcase_add_loop_test(tc, sec_created_objects_owned_by_caller, 0, 2);
 	tcase_add_loop_test(tc, sec_no_search_and_exec_only, 0, 2);
+	tcase_add_loop_test(tc, sec_umask_acl_dev_fuse, 0, 2);
 	tcase_add_test(tc, sec_mount_inside_backing_refused);
 	tcase_add_loop_test(tc, sec_lookup_into_own_mount, 0, 2);
 	tcase_add_test(tc, sec_check_config_bounded);
