@@ -847,6 +847,11 @@ static void release_sbin_helper(void)
 	created_sbin_link = 0;
 }
 
+int helper_ensure(char *err, size_t errlen)
+{
+	return ensure_sbin_helper(err, errlen);
+}
+
 int helper_mount(const char *backing, const char *mnt, const char *opts, char *out, size_t outlen)
 {
 	char err[256];

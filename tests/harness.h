@@ -102,6 +102,8 @@ void daemon_kill(struct daemon *d);
 pid_t find_daemon_for(const char *mnt);
 /* mount -t dcfs BACKING MNT -o OPTS (creates /sbin/mount.dcfs if absent) */
 int helper_mount(const char *backing, const char *mnt, const char *opts, char *out, size_t outlen);
+/* Make sure /sbin/mount.dcfs exists (a link to MOUNT_DCFS_BIN if absent). */
+int helper_ensure(char *err, size_t errlen);
 /* Read the log; returns malloc'd string (never NULL). */
 char *read_file_str(const char *path);
 /* Returns NULL if log is clean, else a static description. */

@@ -5,8 +5,10 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 /* Run DCFS_BIN (or MOUNT_DCFS via mount) synchronously; stderr captured,
@@ -477,6 +479,255 @@ START_TEST(helper_errors_and_ro)
 }
 END_TEST
 
+/* ---- remount (issue 24 #8) ------------------------------------------------ */
+
+/* "ro"/"rw" per mount and of the superblock of the newest mount on mnt. */
+static void mount_flags(const char *mnt, char *per, char *sb)
+{
+	char out[8192];
+	per[0] = sb[0] = 0;
+	run_cmd(out, sizeof out, "awk '$5 == \"%s\"' /proc/self/mountinfo | tail -1", mnt);
+	char *sep = strstr(out, " - ");
+	if (sscanf(out, "%*s %*s %*s %*s %*s %2[a-z]", per) != 1 || !sep ||
+	    sscanf(sep + 3, "%*s %*s %2[a-z]", sb) != 1)
+		ck_abort_msg("no mountinfo line for %s: %s", mnt, out);
+}
+
+static void expect_mount_mode(const char *mnt, const char *mode, const char *when)
+{
+	char per[8], sb[8];
+	mount_flags(mnt, per, sb);
+	ck_assert_msg(!strcmp(per, mode) && !strcmp(sb, mode),
+		      "%s: mount %s, superblock %s, expected %s", when, per, sb, mode);
+}
+
+/* mount.dcfs as mount(8) runs it: SOURCE TARGET -o OPTIONS.  Exit status. */
+static int helper_run(const char *opts, char *err, size_t errlen)
+{
+	char *a[] = { "mount.dcfs", cback, cmnt, "-o", (char *)opts, NULL };
+	int st = run_capture(g_mount_dcfs_bin, a, err, errlen, 20);
+	return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Every kind of change, on dir (a read-only mount): the errno of each. */
+static void changes_errnos(const char *dir, int *e, int n)
+{
+	char p[PATH_MAX + 32], q[PATH_MAX + 32];
+	int i = 0, fd;
+#define TRY(expr) do { errno = 0; e[i++] = (expr) < 0 ? errno : 0; } while (0)
+	snprintf(p, sizeof p, "%s/hello", dir);
+	TRY(fd = open(p, O_WRONLY));
+	if (fd >= 0)
+		close(fd);
+	TRY(fd = open(p, O_RDONLY | O_TRUNC));
+	if (fd >= 0)
+		close(fd);
+	TRY(truncate(p, 1));
+	TRY(chmod(p, 0600));
+	TRY(chown(p, 1, 1));
+	TRY(utimensat(AT_FDCWD, p, NULL, 0));
+	TRY(setxattr(p, "user.remount", "x", 1, 0));
+	TRY(removexattr(p, "user.keep"));
+	snprintf(q, sizeof q, "%s/renamed", dir);
+	TRY(rename(p, q));
+	TRY(link(p, q));
+	TRY(unlink(p));
+	snprintf(q, sizeof q, "%s/new", dir);
+	TRY(fd = open(q, O_CREAT | O_WRONLY, 0644));
+	if (fd >= 0)
+		close(fd);
+	TRY(mkdir(q, 0755));
+	TRY(mknod(q, S_IFIFO | 0644, 0));
+	TRY(symlink("hello", q));
+	snprintf(q, sizeof q, "%s/sub", dir);
+	TRY(rmdir(q));
+#undef TRY
+	ck_assert_int_le(i, n);
+}
+
+#define N_CHANGES 16
+
+static long open_w_as(void *p)
+{
+	int fd = open(p, O_WRONLY);
+	return fd < 0 ? -1 : close(fd);
+}
+
+/*
+ * remount,ro and back of a live mount: no second daemon, the kernel's
+ * rules for open writers (EBUSY, as for a native bind mount), every change
+ * refused with EROFS as on a native read-only mount, reads work, and the
+ * daemon notices both changes.
+ */
+START_TEST(cli_remount_ro_rw)
+{
+	C_BEGIN();
+	char p[PATH_MAX + 32], err[2048], out[1024];
+	snprintf(p, sizeof p, "%s/sub", cback);
+	OK(mkdir(p, 0755));
+	snprintf(p, sizeof p, "%s/hello", cback);
+	OK(setxattr(p, "user.keep", "k", 1, 0));
+	/* the native reference: a read-only bind mount of the same directory */
+	char nat[PATH_MAX];
+	snprintf(nat, sizeof nat, "%s/natro-remount", g_tmpdir);
+	mkdir(nat, 0755);
+	track_mount(nat);
+	OK(mount(cback, nat, NULL, MS_BIND, NULL));
+	struct daemon d;
+	char *a[] = { "dcfs", "-f", "-o", "allow_other", cback, cmnt, NULL };
+	start_ok(&d, a);
+	pid_t daemon_pid = find_daemon_for(cmnt);
+
+	/* a writer open: refused, as natively */
+	snprintf(p, sizeof p, "%s/hello", cmnt);
+	int wfd = OK(open(p, O_WRONLY | O_APPEND));
+	int rc = helper_run("remount,ro", err, sizeof err);
+	ck_assert_msg(rc == 32 && strstr(err, "busy"),
+		      "remount,ro with a writer: status %d: %s", rc, err);
+	char np[PATH_MAX + 32];
+	snprintf(np, sizeof np, "%s/hello", nat);
+	int nfd = OK(open(np, O_WRONLY | O_APPEND));
+	errno = 0;
+	ck_assert_int_eq(mount(NULL, nat, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL), -1);
+	ck_assert_int_eq(errno, EBUSY);
+	close(nfd);
+	expect_mount_mode(cmnt, "rw", "after a refused remount");
+	ck_assert_int_eq(write(wfd, "w", 1), 1);
+	close(wfd);
+
+	/* read-only */
+	rc = helper_run("remount,ro", err, sizeof err);
+	ck_assert_msg(rc == 0, "remount,ro: status %d: %s", rc, err);
+	expect_mount_mode(cmnt, "ro", "remount,ro");
+	OK(mount(NULL, nat, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL));
+	int en[N_CHANGES], ed[N_CHANGES];
+	changes_errnos(nat, en, N_CHANGES);
+	changes_errnos(cmnt, ed, N_CHANGES);
+	for (int i = 0; i < N_CHANGES; i++) {
+		ck_assert_msg(en[i] == EROFS, "native change %d: %s", i, strerror(en[i]));
+		ck_assert_msg(ed[i] == en[i], "change %d: native %s, dcfs %s", i,
+			      strerror(en[i]), strerror(ed[i]));
+	}
+	struct res r = run_as(TEST_UID, TEST_GID, open_w_as, p);
+	ck_assert_msg(r.ret < 0 && r.err == EROFS, "open for writing as uid %d: %s", TEST_UID,
+		      res_str(r));
+	size_t l;
+	char *s = slurp(p, &l);
+	ck_assert_msg(s && l == 7 && !memcmp(s, "hello\nw", 7), "read on the read-only mount");
+	free(s);
+	/* the nosuid,nodev the mount had were kept */
+	run_cmd(out, sizeof out, "awk '$5 == \"%s\" {print $6}' /proc/self/mountinfo", cmnt);
+	ck_assert_msg(strstr(out, "nosuid") && strstr(out, "nodev"), "flags after remount: %s",
+		      out);
+	/* the daemon noticed */
+	double end = now_s() + 5 * deadline_scale();
+	char *log;
+	while (!strstr((log = read_file_str(d.log)), "is now read-only") && now_s() < end) {
+		free(log);
+		sleep_ms(50);
+	}
+	ck_assert_msg(strstr(log, "is now read-only"), "the daemon did not notice: %s", log);
+	free(log);
+	/* a remount,ro again changes nothing */
+	rc = helper_run("remount,ro", err, sizeof err);
+	ck_assert_msg(rc == 0, "second remount,ro: status %d: %s", rc, err);
+
+	/* read-write again, the way mount.fuse3 hands it to the daemon */
+	char *ra[] = { "dcfs", cback, cmnt, "-o", "rw,nosuid,nodev,relatime,remount,user_id=0,"
+		       "group_id=0,default_permissions,allow_other", NULL };
+	int st = run_capture(g_dcfs_bin, ra, err, sizeof err, 20);
+	ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "dcfs -o ...,remount,rw: status %#x: %s", st, err);
+	expect_mount_mode(cmnt, "rw", "remount,rw");
+	ck_assert_int_eq(write_file(p, "again", 5, 0644), 0);
+	snprintf(p, sizeof p, "%s/new", cmnt);
+	ck_assert_int_eq(write_file(p, "n", 1, 0644), 0);
+	OK(unlink(p));
+	end = now_s() + 5 * deadline_scale();
+	while (!strstr((log = read_file_str(d.log)), "is now read-write") && now_s() < end) {
+		free(log);
+		sleep_ms(50);
+	}
+	ck_assert_msg(strstr(log, "is now read-write"), "the daemon did not notice: %s", log);
+	free(log);
+	/* no second daemon was started */
+	ck_assert_int_eq(find_daemon_for(cmnt), daemon_pid);
+	/* not a dcfs mount: refused */
+	rc = helper_run("remount,ro", err, sizeof err);
+	ck_assert_int_eq(rc, 0);
+	char *na[] = { "mount.dcfs", cback, nat, "-o", "remount,rw", NULL };
+	st = run_capture(g_mount_dcfs_bin, na, err, sizeof err, 20);
+	ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 32 &&
+			      strstr(err, "not a dcfs mount"),
+		      "remount of a bind mount: status %#x: %s", st, err);
+	rc = helper_run("remount,rw", err, sizeof err);
+	ck_assert_int_eq(rc, 0);
+	umount2(nat, MNT_DETACH);
+	unmount_and_expect_exit0(&d);
+}
+END_TEST
+
+/* The helper run by mount(8) is ours (not another test run's). */
+static int sbin_helper_is_ours(void)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	return realpath("/sbin/mount.dcfs", a) && realpath(g_mount_dcfs_bin, b) && !strcmp(a, b);
+}
+
+/*
+ * An fstab line with `ro` mounts read-only; `mount -o remount,rw` and back
+ * work on it (through mount(8) where /sbin/mount.dcfs is this build's, else
+ * with the arguments mount(8) passes).
+ */
+START_TEST(helper_fstab_ro_remount)
+{
+	C_BEGIN();
+	char out[4096], err[2048], fstab[PATH_MAX], p[PATH_MAX + 32];
+	snprintf(fstab, sizeof fstab, "%s/fstab-remount", g_tmpdir);
+	snprintf(out, sizeof out, "%s %s dcfs ro,allow_other,nofail 0 0\n", cback, cmnt);
+	OK(write_file(fstab, out, strlen(out), 0644));
+	char ignored[256];
+	int ours = helper_ensure(ignored, sizeof ignored) == 0 && sbin_helper_is_ours();
+	int rc;
+	if (ours)
+		rc = run_cmd(out, sizeof out, "mount -T '%s' '%s'", fstab, cmnt);
+	else
+		rc = helper_run("ro,allow_other,nofail", out, sizeof out);
+	ck_assert_msg(rc == 0, "fstab ro mount: %s", out);
+	expect_mount_mode(cmnt, "ro", "fstab ro");
+	snprintf(p, sizeof p, "%s/hello", cmnt);
+	errno = 0;
+	ck_assert_int_eq(open(p, O_WRONLY), -1);
+	ck_assert_int_eq(errno, EROFS);
+	if (ours)
+		rc = run_cmd(out, sizeof out, "mount -T '%s' -o remount,rw '%s'", fstab, cmnt);
+	else
+		rc = helper_run("rw,remount,allow_other,nofail", out, sizeof out);
+	ck_assert_msg(rc == 0, "remount,rw: %s", out);
+	expect_mount_mode(cmnt, "rw", "remount,rw");
+	ck_assert_int_eq(write_file(p, "rw", 2, 0644), 0);
+	if (ours)
+		rc = run_cmd(out, sizeof out, "mount -t dcfs -o remount,ro '%s'", cmnt);
+	else
+		rc = helper_run("ro,nosuid,nodev,relatime,remount,user_id=0,group_id=0,"
+				"default_permissions,allow_other", out, sizeof out);
+	ck_assert_msg(rc == 0, "remount,ro: %s", out);
+	expect_mount_mode(cmnt, "ro", "remount,ro");
+	errno = 0;
+	ck_assert_int_eq(open(p, O_WRONLY), -1);
+	ck_assert_int_eq(errno, EROFS);
+	(void)err;
+	ck_assert_int_eq(run_cmd(out, sizeof out, "umount '%s'", cmnt), 0);
+	ck_assert(!is_mounted(cmnt, NULL, 0));
+	/* its fds keep the backing filesystem busy until it has exited */
+	double end = now_s() + 10 * deadline_scale();
+	pid_t alive;
+	while ((alive = find_daemon_for(cmnt)) > 0 && now_s() < end)
+		sleep_ms(50);
+	ck_assert_msg(alive <= 0, "daemon (pid %d) still running after umount", alive);
+}
+END_TEST
+
 Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -492,11 +743,13 @@ Suite *cli_suite(void)
 	tcase_add_test(tc, cli_timeouts_zero);
 	tcase_add_test(tc, cli_nodefault_permissions);
 	tcase_add_test(tc, cli_umount_command_and_busy);
+	tcase_add_test(tc, cli_remount_ro_rw);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("mount-helper");
 	tcase_set_timeout(tc, 60 * deadline_scale());
 	tcase_add_test(tc, helper_mount_umount);
 	tcase_add_test(tc, helper_errors_and_ro);
+	tcase_add_test(tc, helper_fstab_ro_remount);
 	suite_add_tcase(s, tc);
 	return s;
 }

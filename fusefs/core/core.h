@@ -136,6 +136,7 @@ struct dcfs_options {
 	int allow_root;
 	int nopassthrough;
 	int uring; /* -o uring: FUSE over io_uring */
+	int readonly; /* -o ro (passed on to the kernel too) */
 };
 
 struct dcfs_fs {

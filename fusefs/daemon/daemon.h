@@ -27,4 +27,8 @@ int options_add_mount_args(struct fuse_args *args, const struct dcfs_options *op
 /* caps.c */
 void caps_log_startup(void);
 
+/* remount.c: `dcfs SRC TGT -o remount,...` runs mount.dcfs instead */
+bool asks_remount(int argc, char **argv);
+int cmd_remount(int argc, char **argv);
+
 #endif

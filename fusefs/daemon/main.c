@@ -94,6 +94,7 @@ static void build_ops(struct fuse_lowlevel_ops *ops)
 	fuse_xattr_ops(ops);
 	if (dcfs.privileged)
 		caller_ops_wrap(ops, dcfs.opt.nodefault_permissions);
+	readonly_ops_wrap(ops);
 }
 
 static int resolve_paths(struct dcfs_options *opt)
@@ -194,7 +195,8 @@ static int run(struct fuse_args *args)
 	/* Threads only after fuse_daemonize(): they would not survive its fork. */
 	creds_drop_reserve();
 	if (reload_start() < 0 || notify_start(se) < 0 ||
-	    dropbehind_start() < 0 || shutdown_start() < 0)
+	    dropbehind_start() < 0 || shutdown_start() < 0 ||
+	    readonly_start() < 0)
 		goto out_unmount;
 	ret = serve(se) ? 1 : 0;
 	shutdown_stop();
@@ -202,6 +204,7 @@ static int run(struct fuse_args *args)
 	notify_stop();
 	stuck = reload_stop();
 out_unmount:
+	readonly_stop();
 	/* The io_uring threads first: they serve the session being unmounted. */
 	uring_stop();
 	fuse_session_unmount(se);
@@ -323,6 +326,9 @@ int main(int argc, char *argv[])
 		return cmd_stat(argc, argv);
 	if (argc >= 2 && strcmp(argv[1], "--read-config") == 0)
 		return cmd_read_config(argc, argv);
+	/* Not a second daemon: the live mount's flags change. */
+	if (asks_remount(argc, argv))
+		return cmd_remount(argc, argv);
 	dcfs_log_init(true, 0);
 	bound_buffer_memory();
 	/*

@@ -22,6 +22,8 @@ enum {
 	KEY_SUBTYPE,
 	KEY_ALLOW_OTHER,
 	KEY_ALLOW_ROOT,
+	KEY_RO,
+	KEY_RW,
 };
 
 #define DCFS_OPT(t, field, v) { t, offsetof(struct dcfs_options, field), v }
@@ -49,6 +51,8 @@ static const struct fuse_opt dcfs_opts[] = {
 	FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("allow_root", KEY_ALLOW_ROOT),
+	FUSE_OPT_KEY("ro", KEY_RO),
+	FUSE_OPT_KEY("rw", KEY_RW),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -103,6 +107,11 @@ static int opt_proc(void *data, const char *arg, int key,
 		return 1;
 	case KEY_ALLOW_ROOT:
 		opt->allow_root = 1;
+		return 1;
+	case KEY_RO:
+	case KEY_RW:
+		/* Kept for libfuse, which mounts with MS_RDONLY or not. */
+		opt->readonly = key == KEY_RO;
 		return 1;
 	default:
 		return 1;

@@ -28,6 +28,15 @@ void fuse_xattr_ops(struct fuse_lowlevel_ops *ops);
 /* caller_ops.c */
 void caller_ops_wrap(struct fuse_lowlevel_ops *ops, bool all);
 
+/*
+ * readonly.c: changes get EROFS from the daemon while the mount is
+ * read-only (-o ro, or a remount noticed in /proc/self/mountinfo).
+ */
+void readonly_ops_wrap(struct fuse_lowlevel_ops *ops);
+int readonly_start(void);
+void readonly_stop(void);
+bool readonly_now(void);
+
 /* report.c */
 char *stats_json(void);
 char *stats_table(void);

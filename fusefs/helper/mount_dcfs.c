@@ -7,6 +7,10 @@
  * only mean something to mount(8)/fstab and run "dcfs -o OPTIONS SOURCE
  * TARGET".  The daemon's first process exits only once the mount exists, so
  * waiting for it makes mount(8) return after the mount is up.
+ *
+ * With "remount" among the options no daemon is run: the live dcfs mount on
+ * TARGET gets its flags changed by mount(2) with MS_REMOUNT (see
+ * do_remount()); its daemon notices a change to or from read-only itself.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,7 +37,9 @@ enum { RC_OK = 0, RC_USAGE = 1, RC_MOUNTFAIL = 32 };	/* mount(8) codes */
 
 struct helper {
 	const char *source, *target;
-	bool fake, verbose, sloppy;
+	bool fake, verbose, sloppy, remount;
+	const char *lists[64];	/* the -o arguments as given */
+	int nlists;
 	char opts[4096];	/* filtered, comma-separated daemon options */
 	char daemon[PATH_MAX];
 };
@@ -132,6 +139,22 @@ static int add_opts(struct helper *h, const char *list)
 	}
 }
 
+/* Is opt one of the comma-separated options of list? */
+static bool has_opt(const char *list, const char *opt)
+{
+	size_t len = strlen(opt);
+
+	for (const char *p = list; *p;) {
+		const char *end = strchr(p, ',');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+
+		if (n == len && strncmp(p, opt, len) == 0)
+			return true;
+		p += n + (end ? 1 : 0);
+	}
+	return false;
+}
+
 static int check_dir(const char *path)
 {
 	struct stat st;
@@ -226,7 +249,7 @@ static int parse_args(struct helper *h, int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
 	};
-	const char *lists[64], *pos[2];
+	const char **lists = h->lists, *pos[2];
 	int c, nlists = 0, npos = 0, err;
 
 	opterr = 0;	/* we print our own one-line errors */
@@ -248,7 +271,7 @@ static int parse_args(struct helper *h, int argc, char **argv)
 			       "Mount directory SOURCE at TARGET with dcfs; see mount.dcfs(8).\n");
 			exit(RC_OK);
 		case 'o':
-			if (nlists == (int)(sizeof(lists) / sizeof(lists[0]))) {
+			if (nlists == (int)(sizeof(h->lists) / sizeof(h->lists[0]))) {
 				fprintf(stderr, PROG ": too many -o options\n");
 				return -E2BIG;
 			}
@@ -273,10 +296,220 @@ static int parse_args(struct helper *h, int argc, char **argv)
 	}
 	h->source = pos[0];
 	h->target = pos[1];
+	h->nlists = nlists;
 	for (int i = 0; i < nlists; i++)
+		if (has_opt(lists[i], "remount"))
+			h->remount = true;
+	/* A remount checks its options itself (do_remount()). */
+	for (int i = 0; i < nlists && !h->remount; i++)
 		if ((err = add_opts(h, lists[i])) < 0)
 			return err;
 	return 0;
+}
+
+/* ---- remount ------------------------------------------------------------- */
+
+/*
+ * mount(2) with MS_REMOUNT replaces the mount's flags with those passed:
+ * nosuid, nodev and noexec not passed are cleared.  mount(8) passes the
+ * options of the fstab line (which may not list the FUSE defaults nosuid
+ * and nodev) or of /proc/self/mountinfo, and a user may pass just
+ * "remount,ro".  So the flags the mount has now are the starting point and
+ * each option given changes one; atime flags not given are kept by the
+ * kernel itself.
+ */
+struct flag_opt {
+	const char *name;
+	unsigned long flag;
+	bool set;
+};
+
+static const struct flag_opt flag_opts[] = {
+	{ "ro", MS_RDONLY, true }, { "rw", MS_RDONLY, false },
+	{ "nosuid", MS_NOSUID, true }, { "suid", MS_NOSUID, false },
+	{ "nodev", MS_NODEV, true }, { "dev", MS_NODEV, false },
+	{ "noexec", MS_NOEXEC, true }, { "exec", MS_NOEXEC, false },
+	{ "sync", MS_SYNCHRONOUS, true }, { "async", MS_SYNCHRONOUS, false },
+	{ "dirsync", MS_DIRSYNC, true },
+	{ "noatime", MS_NOATIME, true }, { "atime", MS_NOATIME, false },
+	{ "nodiratime", MS_NODIRATIME, true },
+	{ "diratime", MS_NODIRATIME, false },
+	{ "relatime", MS_RELATIME, true }, { "norelatime", MS_RELATIME, false },
+	{ "strictatime", MS_STRICTATIME, true },
+	{ "lazytime", MS_LAZYTIME, true }, { "nolazytime", MS_LAZYTIME, false },
+	{ "bind", MS_BIND, true },
+	{ NULL, 0, false }
+};
+
+/* Fixed while the daemon runs (or FUSE's own): accepted, changed nothing. */
+static const char *const remount_fixed[] = {
+	"remount", "default_permissions", NULL
+};
+static const char *const remount_fixed_prefix[] = {
+	"user_id=", "group_id=", "rootmode=", "fd=", NULL
+};
+
+static const struct flag_opt *flag_opt(const char *name)
+{
+	for (const struct flag_opt *f = flag_opts; f->name; f++)
+		if (strcmp(f->name, name) == 0)
+			return f;
+	return NULL;
+}
+
+/* The mount on TARGET (the newest one): its per-mount and superblock flags. */
+struct mount_state {
+	bool found, dcfs;
+	unsigned long flags;
+};
+
+static unsigned long flags_of(char *opts)
+{
+	unsigned long flags = 0;
+
+	for (char *o = strtok(opts, ","); o; o = strtok(NULL, ",")) {
+		const struct flag_opt *f = flag_opt(o);
+
+		/* Atime flags are left to the kernel (see above). */
+		if (f && f->set && !(f->flag & (MS_NOATIME | MS_NODIRATIME |
+					       MS_RELATIME | MS_STRICTATIME)))
+			flags |= f->flag;
+	}
+	return flags;
+}
+
+/* Undoes the octal escapes of /proc/self/mountinfo fields, in place. */
+static void unescape(char *s)
+{
+	char *out = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] && s[3]) {
+			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*out++ = *s;
+		}
+	}
+	*out = '\0';
+}
+
+static int mount_state(const char *target, struct mount_state *ms)
+{
+	FILE *fp = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+
+	memset(ms, 0, sizeof(*ms));
+	if (!fp)
+		return -errno;
+	while (getline(&line, &cap, fp) > 0) {
+		static char mp[PATH_MAX], mopts[4096], type[256], src[PATH_MAX], sopts[4096];
+		char *sep = strstr(line, " - ");
+
+		if (!sep || sscanf(line, "%*u %*u %*u:%*u %*s %4095s %4095s", mp, mopts) != 2 ||
+		    sscanf(sep + 3, "%255s %4095s %4095s", type, src, sopts) != 3)
+			continue;
+		unescape(mp);
+		if (strcmp(mp, target) != 0)
+			continue;
+		ms->found = true;
+		ms->dcfs = strcmp(type, "fuse.dcfs") == 0;
+		/* sync, dirsync, lazytime live in the superblock's options */
+		ms->flags = flags_of(mopts) | flags_of(sopts);
+	}
+	free(line);
+	fclose(fp);
+	return 0;
+}
+
+/* One option of a remount: changes *flags, or is accepted and ignored. */
+static int remount_opt(const struct helper *h, const char *opt, unsigned long *flags)
+{
+	const struct flag_opt *f = flag_opt(opt);
+
+	if (!*opt)
+		return 0;
+	if (f) {
+		if (f->set)
+			*flags |= f->flag;
+		else
+			*flags &= ~f->flag;
+		if (f->flag == MS_STRICTATIME)
+			*flags &= ~(MS_NOATIME | MS_RELATIME);
+		return 0;
+	}
+	if (in_list(opt, remount_fixed, remount_fixed_prefix) ||
+	    in_list(opt, mount_only, mount_only_prefix))
+		return 0;
+	if (in_list(opt, known, known_prefix)) {
+		if (h->verbose)
+			fprintf(stderr, PROG ": '%s' cannot change while mounted: ignored\n", opt);
+		return 0;
+	}
+	if (!h->sloppy) {
+		fprintf(stderr, PROG ": unsupported option '%s' (use -s to ignore it)\n", opt);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int remount_opts(const struct helper *h, const char *list, unsigned long *flags)
+{
+	char opt[4096];
+	size_t n = 0;
+	int err;
+
+	for (;; list++) {
+		if (*list == ',' || !*list) {
+			opt[n] = '\0';
+			if ((err = remount_opt(h, opt, flags)) < 0 || !*list)
+				return err;
+			n = 0;
+		} else if (n + 2 < sizeof(opt)) {
+			if (*list == '\\' && list[1])
+				list++;
+			opt[n++] = *list;
+		}
+	}
+}
+
+static int do_remount(const struct helper *h)
+{
+	struct mount_state ms;
+	char target[PATH_MAX];
+	unsigned long flags;
+	int err;
+
+	if (!realpath(h->target, target)) {
+		fprintf(stderr, PROG ": %s: %s\n", h->target, strerror(errno));
+		return RC_MOUNTFAIL;
+	}
+	if ((err = mount_state(target, &ms)) < 0 || !ms.found || !ms.dcfs) {
+		fprintf(stderr, PROG ": %s: %s\n", target,
+			err < 0 ? strerror(-err) : !ms.found ? "nothing is mounted there"
+							       : "not a dcfs mount");
+		return RC_MOUNTFAIL;
+	}
+	flags = ms.flags;
+	for (int i = 0; i < h->nlists; i++)
+		if (remount_opts(h, h->lists[i], &flags) < 0)
+			return RC_USAGE;
+	if (h->verbose)
+		fprintf(stderr, PROG ": remount %s%s%s\n", target,
+			flags & MS_RDONLY ? " read-only" : " read-write",
+			flags & MS_BIND ? " (this mount only)" : "");
+	if (h->fake)
+		return RC_OK;
+	if (mount(NULL, target, NULL, MS_REMOUNT | flags, NULL) < 0) {
+		err = errno;
+		fprintf(stderr, PROG ": remount %s: %s%s\n", target, strerror(err),
+			err == EBUSY && (flags & MS_RDONLY)
+				? " (a file on it is open for writing, or deleted but still open)"
+				: "");
+		return RC_MOUNTFAIL;
+	}
+	return RC_OK;
 }
 
 int main(int argc, char **argv)
@@ -286,6 +519,8 @@ int main(int argc, char **argv)
 
 	if (parse_args(&h, argc, argv) < 0)
 		return RC_USAGE;
+	if (h.remount)
+		return do_remount(&h);
 	/* Fail early with a message naming the path, rather than libfuse's. */
 	for (int i = 0; i < 2; i++) {
 		const char *path = i ? h.target : h.source;

@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Read-only mounts (-o ro, `mount -o remount,ro`): the daemon refuses
+ * every change with EROFS itself, not only the kernel.
+ *
+ * The kernel already refuses changes on a read-only mount before they reach
+ * dcfs (EROFS from the VFS), and it refuses to make a mount read-only while
+ * a file on it is open for writing or an unlinked file is still open
+ * (EBUSY, sb_prepare_remount_readonly()), so no writable handle survives a
+ * remount,ro: not a streamed one with the daemon's engine behind it, not an
+ * uncached passthrough one.  Only the emergency remount (SysRq u) forces a
+ * superblock read-only under open writers.  Then FORWARDED writes still come
+ * to the daemon, and this answers them with EROFS as a read-only
+ * filesystem would (writes the kernel passes through to the backing file
+ * itself do not come here).  Data the streaming engine had acknowledged
+ * before the remount is still written: it was written as far as its writer
+ * knows.
+ *
+ * The daemon is not told of a remount; it watches /proc/self/mountinfo,
+ * which signals POLLPRI on every change of the mount table (the kernel's
+ * touch_mnt_namespace(), also for a remount), and reads the superblock
+ * flags of its own mount (device guard_self_dev()) from it.
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "handlers/handlers.h"
+
+static atomic_bool readonly;
+static struct fuse_lowlevel_ops real;
+static pthread_t watcher;
+static int stop_fd = -1, info_fd = -1;
+static bool started;
+
+bool readonly_now(void)
+{
+	return atomic_load_explicit(&readonly, memory_order_relaxed);
+}
+
+/* ---- what the kernel says ------------------------------------------------ */
+
+/* "ro" or "rw" leads the superblock options of a mountinfo line. */
+static int line_sb_readonly(const char *line, dev_t dev)
+{
+	unsigned int maj, min;
+	const char *sep = strstr(line, " - ");
+	char type[64], source[4096], opts[16];
+
+	if (!sep || sscanf(line, "%*u %*u %u:%u", &maj, &min) != 2 ||
+	    makedev(maj, min) != dev)
+		return -1;
+	if (sscanf(sep + 3, "%63s %4095s %15[^,\n ]", type, source, opts) != 3)
+		return -1;
+	return strcmp(opts, "ro") == 0;
+}
+
+/* 1 read-only, 0 read-write, -ENOENT if our mount is not (yet) listed. */
+static int sb_readonly(void)
+{
+	dev_t dev = guard_self_dev();
+	FILE *fp;
+	char *line = NULL;
+	size_t cap = 0;
+	int ret = -ENOENT;
+
+	if (!dev)
+		return -ENOENT;
+	fp = fopen("/proc/self/mountinfo", "re");
+	if (!fp)
+		return -errno;
+	while (getline(&line, &cap, fp) > 0) {
+		int ro = line_sb_readonly(line, dev);
+
+		if (ro >= 0)
+			ret = ro;
+	}
+	free(line);
+	fclose(fp);
+	return ret;
+}
+
+static void update(void)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	int ro;
+
+	pthread_mutex_lock(&lock);
+	ro = sb_readonly();
+	if (ro >= 0 && (bool)ro != readonly_now()) {
+		atomic_store(&readonly, ro);
+		log_info("%s is now %s\n", dcfs.opt.mountpoint,
+			 ro ? "read-only: changes get EROFS" : "read-write");
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+/*
+ * The watcher may not have seen a remount,rw yet when the first change
+ * after it arrives (the kernel lets it through at once): a refusal is
+ * decided on the mount table as it is now.  Refusals are rare (the kernel
+ * refuses first on a read-only mount), so reading it costs nothing in
+ * practice; in the other direction a lag is harmless, the kernel refuses.
+ */
+static bool refuse_change(void)
+{
+	if (!readonly_now())
+		return false;
+	update();
+	return readonly_now();
+}
+
+static void *watch_main(void *arg)
+{
+	struct pollfd p[2] = { { .fd = info_fd, .events = POLLPRI },
+			       { .fd = stop_fd, .events = POLLIN } };
+
+	(void)arg;
+	for (;;) {
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents)
+			break;
+		if (p[0].revents & (POLLPRI | POLLERR))
+			update();
+	}
+	return NULL;
+}
+
+/*
+ * Learns the mount's state (after the mount exists and guard_learn_self()
+ * ran) and watches it.  Without mountinfo, -o ro still counts.
+ */
+int readonly_start(void)
+{
+	sigset_t all, old;
+	int err;
+
+	atomic_store(&readonly, dcfs.opt.readonly);
+	info_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (info_fd < 0 || stop_fd < 0) {
+		err = -errno;
+		log_warn("cannot watch /proc/self/mountinfo: %s: a remount is not noticed by the daemon\n",
+			 strerror(-err));
+		readonly_stop();
+		return 0;
+	}
+	update();
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&watcher, NULL, watch_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		readonly_stop();
+		return -err;
+	}
+	started = true;
+	return 0;
+}
+
+void readonly_stop(void)
+{
+	uint64_t one = 1;
+
+	if (started && write(stop_fd, &one, sizeof(one)) == sizeof(one))
+		pthread_join(watcher, NULL);
+	started = false;
+	if (info_fd >= 0)
+		close(info_fd);
+	if (stop_fd >= 0)
+		close(stop_fd);
+	info_fd = stop_fd = -1;
+}
+
+/* ---- the handlers ------------------------------------------------------- */
+
+#define REFUSE_IF_RO(op, params, args)                \
+	static void ro_##op params                    \
+	{                                             \
+		if (refuse_change())                  \
+			fuse_reply_err(req, EROFS);   \
+		else                                  \
+			real.op args;                 \
+	}
+
+REFUSE_IF_RO(setattr, (fuse_req_t req, fuse_ino_t i, struct stat *a, int v,
+		       struct fuse_file_info *fi), (req, i, a, v, fi))
+REFUSE_IF_RO(mknod, (fuse_req_t req, fuse_ino_t p, const char *n, mode_t m,
+		     dev_t r), (req, p, n, m, r))
+REFUSE_IF_RO(mkdir, (fuse_req_t req, fuse_ino_t p, const char *n, mode_t m),
+	     (req, p, n, m))
+REFUSE_IF_RO(unlink, (fuse_req_t req, fuse_ino_t p, const char *n),
+	     (req, p, n))
+REFUSE_IF_RO(rmdir, (fuse_req_t req, fuse_ino_t p, const char *n), (req, p, n))
+REFUSE_IF_RO(symlink, (fuse_req_t req, const char *l, fuse_ino_t p,
+		       const char *n), (req, l, p, n))
+REFUSE_IF_RO(rename, (fuse_req_t req, fuse_ino_t p, const char *n,
+		      fuse_ino_t np, const char *nn, unsigned int f),
+	     (req, p, n, np, nn, f))
+REFUSE_IF_RO(link, (fuse_req_t req, fuse_ino_t i, fuse_ino_t np,
+		    const char *nn), (req, i, np, nn))
+REFUSE_IF_RO(create, (fuse_req_t req, fuse_ino_t p, const char *n, mode_t m,
+		      struct fuse_file_info *fi), (req, p, n, m, fi))
+REFUSE_IF_RO(write_buf, (fuse_req_t req, fuse_ino_t i, struct fuse_bufvec *b,
+			 off_t o, struct fuse_file_info *fi),
+	     (req, i, b, o, fi))
+REFUSE_IF_RO(fallocate, (fuse_req_t req, fuse_ino_t i, int m, off_t o,
+			 off_t l, struct fuse_file_info *fi),
+	     (req, i, m, o, l, fi))
+REFUSE_IF_RO(copy_file_range, (fuse_req_t req, fuse_ino_t i, off_t o,
+			       struct fuse_file_info *fi, fuse_ino_t io,
+			       off_t oo, struct fuse_file_info *fo, size_t l,
+			       int f), (req, i, o, fi, io, oo, fo, l, f))
+REFUSE_IF_RO(setxattr, (fuse_req_t req, fuse_ino_t i, const char *n,
+			const char *v, size_t s, int f), (req, i, n, v, s, f))
+REFUSE_IF_RO(removexattr, (fuse_req_t req, fuse_ino_t i, const char *n),
+	     (req, i, n))
+
+static bool open_writes(const struct fuse_file_info *fi)
+{
+	return (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
+}
+
+static void ro_open(fuse_req_t req, fuse_ino_t i, struct fuse_file_info *fi)
+{
+	if (open_writes(fi) && refuse_change())
+		fuse_reply_err(req, EROFS);
+	else
+		real.open(req, i, fi);
+}
+
+/* Outermost wrapper: a refused change never switches identities. */
+void readonly_ops_wrap(struct fuse_lowlevel_ops *ops)
+{
+	real = *ops;
+	ops->setattr = ro_setattr;
+	ops->mknod = ro_mknod;
+	ops->mkdir = ro_mkdir;
+	ops->unlink = ro_unlink;
+	ops->rmdir = ro_rmdir;
+	ops->symlink = ro_symlink;
+	ops->rename = ro_rename;
+	ops->link = ro_link;
+	ops->create = ro_create;
+	ops->open = ro_open;
+	ops->write_buf = ro_write_buf;
+	ops->fallocate = ro_fallocate;
+	ops->copy_file_range = ro_copy_file_range;
+	ops->setxattr = ro_setxattr;
+	ops->removexattr = ro_removexattr;
+}
