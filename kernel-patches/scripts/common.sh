@@ -4,7 +4,15 @@ set -euo pipefail
 
 KP_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${DCFS_KCACHE:-/var/cache/dcfs/kernel}
-TARBALL=${KERNEL_TARBALL:-/usr/src/linux-source-6.12.tar.xz}
+SRC_PKG=linux-source-6.12
+# The same path for every Debian version of the package: the cache is keyed
+# by the tarball's hash (tarball_id), never by this path.
+TARBALL=${KERNEL_TARBALL:-/usr/src/$SRC_PKG.tar.xz}
+# The Debian version of $SRC_PKG the series is tested on and applies to.
+BASE_VERSION=$(sed -n '/^[[:space:]]*[^#[:space:]]/{s/[[:space:]]//g;p;q}' \
+	"$KP_DIR/BASE")
+# The version the harness works on (set by ensure_base_source).
+TREE_VERSION=
 JOBS=${JOBS:-2}
 BASE_REPO=$CACHE/src/base
 
@@ -13,7 +21,7 @@ die() { printf '[kernel-patches] ERROR: %s\n' "$*" >&2; exit 1; }
 
 # Install what the harness needs when it is missing (root only).
 ensure_deps() {
-	local pkgs=(linux-source-6.12 f2fs-tools flex bison bc libelf-dev
+	local pkgs=(f2fs-tools flex bison bc libelf-dev
 		    libssl-dev build-essential git perl python3 xz-utils
 		    kmod cpio e2fsprogs exfatprogs xfsprogs)
 	local missing=() p
@@ -21,7 +29,14 @@ ensure_deps() {
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
 			grep -q 'install ok installed' || missing+=("$p")
 	done
-	[ ${#missing[@]} -eq 0 ] && return 0
+	if [ ${#missing[@]} -ne 0 ]; then
+		install_missing "${missing[@]}"
+	fi
+	ensure_base_source
+}
+
+install_missing() {
+	local missing=("$@")
 	[ "$(id -u)" -eq 0 ] ||
 		die "missing packages (need root to install): ${missing[*]}"
 	log "installing: ${missing[*]}"
@@ -29,6 +44,67 @@ ensure_deps() {
 	apt-get update -qq >&2
 	apt-get install -y -qq "${missing[@]}" >&2 ||
 		die "apt-get install failed"
+}
+
+# Version of the installed $SRC_PKG, empty if none.
+installed_version() {
+	dpkg-query -W -f='${Status} ${Version}' "$SRC_PKG" 2>/dev/null |
+		sed -n 's/^install ok installed //p'
+}
+
+# Does the apt archive offer version $1 of $SRC_PKG?
+archive_has() {
+	apt-cache madison "$SRC_PKG" 2>/dev/null |
+		awk -F'|' '{ gsub(/ /, "", $2); print $2 }' | grep -qxF -- "$1"
+}
+
+# The archive's candidate version of $SRC_PKG.
+candidate_version() {
+	apt-cache policy "$SRC_PKG" 2>/dev/null |
+		sed -n 's/^[[:space:]]*Candidate:[[:space:]]*//p'
+}
+
+# Install $SRC_PKG at version $1 (root only); returns non-zero on failure.
+install_source() {
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y -qq --allow-downgrades "$SRC_PKG=$1" >&2
+}
+
+# Make $TARBALL the series' base when possible and say which base this run
+# uses: the version in BASE if the archive still has it, otherwise the one
+# installed (or the archive's current one), on which apply_series names the
+# first patch that fails and the command that rebases the series.
+ensure_base_source() {
+	local inst
+	[ -n "$BASE_VERSION" ] || die "no base version in $KP_DIR/BASE"
+	if [ -n "${KERNEL_TARBALL:-}" ]; then
+		TREE_VERSION="custom tarball $TARBALL"
+		log "base: $TARBALL (KERNEL_TARBALL; the series is based on $SRC_PKG $BASE_VERSION)"
+		return 0
+	fi
+	inst=$(installed_version)
+	if [ "$inst" != "$BASE_VERSION" ] && [ "$(id -u)" -eq 0 ]; then
+		archive_has "$BASE_VERSION" || apt-get update -qq >&2 || true
+		if archive_has "$BASE_VERSION"; then
+			log "installing $SRC_PKG=$BASE_VERSION (kernel-patches/BASE; installed: ${inst:-none})"
+			install_source "$BASE_VERSION" ||
+				die "apt-get install $SRC_PKG=$BASE_VERSION failed"
+		elif [ -z "$inst" ]; then
+			log "$SRC_PKG $BASE_VERSION is not in the archive any more: installing its current version"
+			install_source "$(candidate_version)" ||
+				die "apt-get install $SRC_PKG failed"
+		fi
+		inst=$(installed_version)
+	fi
+	[ -n "$inst" ] ||
+		die "$SRC_PKG is not installed (need root to install $SRC_PKG=$BASE_VERSION)"
+	[ -f "$TARBALL" ] || die "kernel tarball $TARBALL not found"
+	TREE_VERSION=$inst
+	if [ "$inst" = "$BASE_VERSION" ]; then
+		log "base: Debian $SRC_PKG $inst (kernel-patches/BASE)"
+	else
+		log "base: Debian $SRC_PKG $inst, NOT the series' base $BASE_VERSION (kernel-patches/BASE): applying to $inst"
+	fi
 }
 
 series_patches() {
@@ -61,7 +137,7 @@ ensure_base_repo() {
 	# Debian's top-level .gitignore ignores everything: add with -f
 	git -C "$BASE_REPO.tmp" add -f -A
 	git -C "$BASE_REPO.tmp" -c user.name=base -c user.email=base@localhost \
-		commit -q -m "pristine $(basename "$TARBALL") ($id)"
+		commit -q -m "pristine $(basename "$TARBALL") $TREE_VERSION ($id)"
 	git -C "$BASE_REPO.tmp" tag base
 	mv "$BASE_REPO.tmp" "$BASE_REPO"
 	echo "$id" > "$stamp"
@@ -83,8 +159,13 @@ apply_series() {
 	local wt=$1 p
 	while read -r p; do
 		[ -f "$p" ] || die "series lists missing patch $p"
-		git -C "$wt" apply --check "$p" ||
-			die "patch does not apply: $(basename "$p")"
+		if ! git -C "$wt" apply --check "$p" \
+			> "$CACHE/src/apply-check.log" 2>&1; then
+			if [ "$TREE_VERSION" = "$BASE_VERSION" ]; then
+				die "$(basename "$p") does not apply to its own base $SRC_PKG $BASE_VERSION (git apply --check: $CACHE/src/apply-check.log)"
+			fi
+			die "$(basename "$p") does not apply to $SRC_PKG $TREE_VERSION (the series is based on $BASE_VERSION); rebase the series with: make -C $KP_DIR rebase"
+		fi
 		git -C "$wt" -c user.name=harness -c user.email=harness@localhost \
 			am -q "$p" || die "git am failed: $(basename "$p")"
 	done < <(series_patches)
