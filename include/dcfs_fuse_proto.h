@@ -2,11 +2,18 @@
 /*
  * FUSE protocol names Debian 12's <linux/fuse.h> (7.38) lacks: kernel
  * passthrough (7.40) and the uncached passthrough of this project's kernel
- * series (kernel-patches/0022, not in mainline: the top bits of their
- * fields).  The struct layouts are the header's; the fields 7.40 gave names
- * to were padding before, and the asserts pin where they are.  Used by the
- * daemon (fusefs/io/passthrough.c) and by the kernel series' own FUSE server
- * test (kernel-patches/test/fuse_pt_test.c).
+ * series (kernel-patches/0022, not in mainline).  The struct layouts are the
+ * header's; the fields 7.40 gave names to were padding before, and the
+ * asserts pin where they are.  Used by the daemon (fusefs/io/passthrough.c) and
+ * by the kernel series' own FUSE server test
+ * (kernel-patches/test/fuse_pt_test.c).
+ *
+ * The series' private bits sit in the middle of their fields, where no
+ * mainline version allocates: mainline takes open flags from bit 0 up (7
+ * is FOPEN_PASSTHROUGH), but 7.4 took bit 30 from the top for
+ * FUSE_BACKING_ID_64, the bit this series used before; INIT flags from bit
+ * 0 up (flags2 holds 32..63; 42 in 6.14, drafts at 43 and 44).  See
+ * "Protocol bits" in kernel-patches/README.md.
  */
 #ifndef DCFS_FUSE_PROTO_H
 #define DCFS_FUSE_PROTO_H
@@ -21,13 +28,24 @@
 /* INIT flags, 64 bits wide: the upper half travels in flags2. */
 #define PT_INIT_ALLOW_MMAP (1ULL << 36)	 /* FUSE_DIRECT_IO_ALLOW_MMAP */
 #define PT_INIT_PASSTHROUGH (1ULL << 37) /* FUSE_PASSTHROUGH */
-#define PT_INIT_DONTCACHE (1ULL << 63)	 /* FUSE_PASSTHROUGH_DONTCACHE */
+#define PT_INIT_DONTCACHE (1ULL << 56)	 /* FUSE_PASSTHROUGH_DONTCACHE */
 #define PT_FLAGS2(flag) ((uint32_t)((flag) >> 32))
 
 #define PT_FOPEN_PASSTHROUGH (1U << 7)
-#define PT_FOPEN_DONTCACHE_READ (1U << 30)
-#define PT_FOPEN_DONTCACHE_WRITE (1U << 31)
+#define PT_FOPEN_DONTCACHE_READ (1U << 20)
+#define PT_FOPEN_DONTCACHE_WRITE (1U << 21)
 #define PT_FOPEN_DONTCACHE (PT_FOPEN_DONTCACHE_READ | PT_FOPEN_DONTCACHE_WRITE)
+
+/*
+ * Bits mainline allocates or has drafted (to 7.4), which the private ones
+ * must stay clear of: open flags 0..7 and the top two (7.4 took 30 for
+ * FUSE_BACKING_ID_64), INIT flags 0..31 (flags) and 32..47 (flags2, with
+ * room for what 7.x drafts).
+ */
+#define PT_MAINLINE_FOPEN (0xffU | (1U << 30) | (1U << 31))
+#define PT_MAINLINE_INIT 0x0000ffffffffffffULL
+_Static_assert(!(PT_FOPEN_DONTCACHE & PT_MAINLINE_FOPEN), "open bits");
+_Static_assert(!(PT_INIT_DONTCACHE & PT_MAINLINE_INIT), "INIT bit");
 
 struct pt_backing_map {
 	int32_t fd;
