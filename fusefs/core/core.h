@@ -50,6 +50,8 @@ struct dcfs_inode {
 	_Atomic uint64_t data_gen;
 	/* What coherence.c last saw of the backing file (0: nothing yet). */
 	_Atomic uint64_t seen;
+	/* coherence.c: who may cache the data, set-id bits seen */
+	_Atomic unsigned int coh_flags;
 };
 
 /*
@@ -104,6 +106,7 @@ struct dcfs_file {
 	bool was_resident;  /* the file had cached pages at open */
 	bool fuse_cached;   /* a streaming reader served through the FUSE cache */
 	bool cached_writer; /* writes through the FUSE page cache (notify.c counts it) */
+	bool direct_io;	    /* opened FOPEN_DIRECT_IO */
 
 	struct pt_handle pt; /* io/passthrough.c: who does this handle's I/O */
 	struct stream_state *stream; /* io/io_stream.c; NULL: not a stream */

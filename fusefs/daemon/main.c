@@ -194,13 +194,14 @@ static int run(struct fuse_args *args)
 		goto out_unmount;
 	/* Threads only after fuse_daemonize(): they would not survive its fork. */
 	creds_drop_reserve();
-	if (reload_start() < 0 || notify_start(se) < 0 ||
+	if (reload_start() < 0 || notify_start(se) < 0 || coh_start() < 0 ||
 	    dropbehind_start() < 0 || shutdown_start() < 0 ||
 	    readonly_start() < 0)
 		goto out_unmount;
 	ret = serve(se) ? 1 : 0;
 	shutdown_stop();
 	dropbehind_stop();
+	coh_stop();
 	notify_stop();
 	stuck = reload_stop();
 out_unmount:

@@ -118,6 +118,7 @@ static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
 	/* No FUSE cache with direct I/O, nor where the kernel reads. */
 	if (fi->direct_io || passthrough_by_kernel(f))
 		f->fuse_cached = false;
+	coh_opened(f, fi);
 	if (f->pt.dropbehind_wish && passthrough_by_kernel(f))
 		dropbehind_add(f);
 	/* Whether what such a stream leaves may go at release (dropbehind.c). */
@@ -332,6 +333,8 @@ static void dcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -err);
 		return;
 	}
+	if (fi->flags & O_TRUNC)
+		coh_mode_may_change(inode, fd);
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		file_free(dcfs_file_of(fi));
 }
@@ -412,6 +415,8 @@ static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out_undo;
 	}
 	inode_unpin(dir);
+	if (!created && (fi->flags & O_TRUNC))
+		coh_mode_may_change(dcfs_inode_of(e.ino), fd);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		file_free(dcfs_file_of(fi));
 		inode_forget(dcfs_inode_of(e.ino), 1);
@@ -425,17 +430,90 @@ out_undo:
 	fuse_reply_err(req, -err);
 }
 
+/* A READ of a range a direct write is landing in: with its bytes. */
+static bool read_overlaid(fuse_req_t req, struct dcfs_file *f, size_t size,
+			  off_t off)
+{
+	char *buf = malloc(size ? size : 1);
+	ssize_t n;
+
+	if (!buf)
+		return false;
+	n = pread(f->fd, buf, size, off);
+	if (n < 0) {
+		free(buf);
+		return false; /* a write-only fd: the strategy reads */
+	}
+	coh_patch(f->inode, buf, off, (size_t)n, NULL);
+	fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+	return true;
+}
+
 static void dcfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		      struct fuse_file_info *fi)
 {
 	struct dcfs_file *f = file_get(fi);
 
 	(void)ino;
+	coh_read_seen(f, fi);
 	wpipe_sync_inode(f->inode);
 	/* Before the reply: the next request of the stream may follow at once. */
 	io_account(f, off, size);
-	f->io->read(req, f, size, off);
+	if (!coh_overlaid(f->inode, off, size) || !read_overlaid(req, f, size, off))
+		f->io->read(req, f, size, off);
 	file_put(f);
+}
+
+/*
+ * A write beside the FUSE page cache (coherence.c): its data in memory,
+ * published while it lands; and a write-back of cached pages while a
+ * direct write of the range lands: with the direct write's bytes.
+ */
+static ssize_t write_coherent(struct dcfs_file *f, struct fuse_file_info *fi,
+			      struct fuse_bufvec *in, off_t off)
+{
+	size_t len = fuse_buf_size(in);
+	bool direct = fi->lock_owner && !fi->writepage;
+	struct fuse_bufvec mem = FUSE_BUFVEC_INIT(len);
+	struct coh_overlay *ov = NULL;
+	ssize_t n;
+
+	/* Nothing of the file can be in the FUSE cache: as it comes. */
+	if (direct && coh_direct_unprotected(f, fi)) {
+		n = f->io->write(f, in, off);
+		coh_direct_unprotected_done(f->inode);
+		return n;
+	}
+	if (!direct && !coh_overlaid(f->inode, off, len))
+		return f->io->write(f, in, off);
+	/* In memory already: written from there, so the engine may adopt it. */
+	if (direct && in->count == 1 && !(in->buf[0].flags & FUSE_BUF_IS_FD)) {
+		ov = coh_direct_begin(f, fi, (const char *)in->buf[0].mem + in->off,
+				      len, off);
+		n = f->io->write(f, in, off);
+		if (n >= 0)
+			data_changed(f->inode);
+		coh_direct_end(ov);
+		return n;
+	}
+	mem.buf[0].mem = malloc(len ? len : 1);
+	if (!mem.buf[0].mem)
+		return -ENOMEM;
+	n = fuse_buf_copy(&mem, in, 0);
+	if (n >= 0) {
+		mem.buf[0].size = (size_t)n;
+		if (direct)
+			ov = coh_direct_begin(f, fi, mem.buf[0].mem, (size_t)n, off);
+		else
+			coh_patch(f->inode, mem.buf[0].mem, off, (size_t)n, NULL);
+		n = f->io->write(f, &mem, off);
+		if (n >= 0)
+			data_changed(f->inode);
+		coh_direct_end(ov);
+	}
+	free(mem.buf[0].mem);
+	return n;
 }
 
 static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino,
@@ -454,9 +532,11 @@ static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 	if (!n)
 		n = reqbuf_locate(in);
 	if (!n)
-		n = f->io->write(f, in, off);
+		n = write_coherent(f, fi, in, off);
 	creds_io_end(how);
 	data_changed(f->inode);
+	if (n > 0)
+		coh_mode_may_change(f->inode, f->fd);
 	if (n < 0) {
 		fuse_reply_err(req, (int)-n);
 	} else {
@@ -521,6 +601,8 @@ static void dcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 	(void)ino;
 	creds_io_end(how);
 	data_changed(f->inode);
+	if (!err)
+		coh_mode_may_change(f->inode, f->fd);
 	file_put(f);
 	fuse_reply_err(req, -err);
 }
@@ -561,6 +643,13 @@ static void dcfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 	n = copy_file_range(fin->fd, &in, fout->fd, &out, len,
 			    (unsigned int)flags);
 	creds_io_end(how);
+	/*
+	 * Again once the copy landed: a read-ahead window read meanwhile
+	 * carries the generation bumped before and would be served stale.
+	 */
+	data_changed(fout->inode);
+	if (n > 0)
+		coh_mode_may_change(fout->inode, fout->fd);
 	file_put(fin);
 	file_put(fout);
 	if (n < 0)

@@ -87,6 +87,7 @@ static void dcfs_getattr(fuse_req_t req, fuse_ino_t ino,
 	 */
 	if (coherence_changed_outside(inode, &st, gen) && !passthrough_backed(inode))
 		notify_inval(ino, 0, 0, 0);
+	coh_saw_mode(inode, st.st_mode);
 	fuse_reply_attr(req, &st, dcfs.opt.attr_timeout);
 }
 

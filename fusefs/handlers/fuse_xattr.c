@@ -252,6 +252,9 @@ static void dcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		xattr_done(inode);
 		err = (int)n;
 	}
+	/* An access ACL may have changed the mode (the group class bits). */
+	if (!err && !strncmp(name, "system.posix_acl_access", 23))
+		coh_mode_changed(inode);
 	fuse_reply_err(req, err < 0 ? errno : 0);
 }
 
@@ -276,6 +279,9 @@ static void dcfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		xattr_done(inode);
 		err = (int)n;
 	}
+	/* An access ACL may have changed the mode (the group class bits). */
+	if (!err && !strncmp(name, "system.posix_acl_access", 23))
+		coh_mode_changed(inode);
 	fuse_reply_err(req, err < 0 ? errno : 0);
 }
 

@@ -1,16 +1,79 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Which changes of a file's data the mount's page cache has not seen: those
- * made directly in the backing tree.
+ * The coherence model: who may hold a file's data, who may write it, and
+ * what every transition flushes, waits for or invalidates.  Every handler
+ * that moves data calls in here (or into the pieces named below); dcfs(8)
+ * DATA COHERENCE has the same table for users.
  *
- * dcfs does not let the kernel drop a file's FUSE page cache whenever a
- * reply shows a new mtime (FUSE_AUTO_INVAL_DATA, main.c): every write
- * through the mount changes the mtime, and the drop that the next read's
- * attribute refresh then makes can hit the pages of a write-through write
- * in flight, which the kernel has already filled and unlocked but not yet
- * sent; a READ fetching the range before that WRITE lands caches the old
- * data after write() returned (tests/KNOWN_FAILURES.md #9: 3 stale
- * read-backs of one's own write in 42 000 writes, none without it).
+ * Holders of an inode's data:
+ *   B  the backing file and its page cache: kernel passthrough handles
+ *      read, write and map it directly; so do processes outside the mount.
+ *   F  the FUSE page cache of the inode: forwarded handles without
+ *      FOPEN_DIRECT_IO (cache class without passthrough, auto and deferred
+ *      handles before and after their switch, fuse_readahead readers), and
+ *      mappings of direct-I/O handles (FUSE_DIRECT_IO_ALLOW_MMAP).  Pages
+ *      outlive their handles.  COH_FUSE_CACHE says F may hold pages.
+ *   D  the daemon: write coalescing buffers and background jobs of
+ *      streaming handles (acknowledged, not yet on B: write_pipe.c) and
+ *      read-ahead windows of streaming readers (io_stream.c, readahead.c).
+ *
+ * Writers and what keeps each coherent:
+ *   - kernel passthrough (PT): writes B, F cannot hold pages meanwhile
+ *     (the kernel drops F at a PT open and fills none while the inode has
+ *     a backing file); D's windows are not trusted while a writable PT
+ *     handle exists, and D holds no writes back while the inode is backed
+ *     (passthrough.c).
+ *   - write-through of an F handle: the kernel updates F itself; drops of
+ *     F wait while other writable F handles are open (notify.c, #9).
+ *   - write-back of dirty F pages (mappings): lands like any write; while a
+ *     direct write of the range is in progress it carries that write's
+ *     bytes (below).
+ *   - direct writes (a streaming handle's FOPEN_DIRECT_IO, O_DIRECT, AIO):
+ *     the kernel drops F only before sending them, so pages read while one
+ *     is in flight stay stale, and a mapped page read then and dirtied
+ *     writes the old bytes back over it.  On an inode F may cache, the
+ *     write is published as an overlay, made (into B or D), the range of F
+ *     is dropped, and only then is it answered (coh_direct_begin/_end).
+ *   - copy_file_range, fallocate, truncate: D's writes of the inode land
+ *     first; the kernel writes F back before and drops the range after.
+ *   - outside processes: seen by a stamp of B's mtime and size (below);
+ *     close-to-open, like NFS.
+ *
+ * Rules every path follows:
+ *   1. Whatever observes the data (reads, getattr, setattr, fallocate,
+ *      lseek, copy_file_range, flush, fsync, O_TRUNC) first lands D's
+ *      acknowledged writes of the inode (wpipe_sync_inode()).
+ *   2. data_gen is bumped after a change is on B (a write when it lands,
+ *      copy_file_range after the copy, fallocate and truncate after), and
+ *      a read-ahead window is tagged with the generation read before its
+ *      data: a window read while a change was landing is never served
+ *      after it (issue 24 #1: copy_file_range bumped it only before).
+ *   3. A direct write on an inode F may cache: overlay, write, drop the
+ *      range, answer (issue 24 #2 and #3).  F may cache an inode from the
+ *      first open of a cached handle or the first page-cache READ of a
+ *      mapping on; that moment waits for direct writes already past
+ *      their check.
+ *   4. An operation after which the backing filesystem may have cleared
+ *      set-id bits (writes, truncate, fallocate, copy_file_range, O_TRUNC)
+ *      or changed the mode (an access ACL) drops the inode's attributes
+ *      before its reply: the kernel itself only refreshes size and times,
+ *      so statx() for the mode alone showed the old bits (#6).
+ *   5. An outside change drops F at the next open (before open returns)
+ *      or stat, and D's windows through data_gen.
+ *   6. Release of a stream drops what it left in F and B; an auto handle's
+ *      switch drops what it cached before (io_stream.c).
+ *   7. posix_fadvise(DONTNEED) drops clean pages only (F or B): nothing to
+ *      do.  A reload changes the decisions of later opens only.
+ *
+ * Outside changes.  dcfs does not let the kernel drop a file's FUSE page
+ * cache whenever a reply shows a new mtime (FUSE_AUTO_INVAL_DATA, main.c):
+ * every write through the mount changes the mtime, and the drop that the
+ * next read's attribute refresh then makes can hit the pages of a
+ * write-through write in flight, which the kernel has already filled and
+ * unlocked but not yet sent; a READ fetching the range before that WRITE
+ * lands caches the old data after write() returned (tests/KNOWN_FAILURES.md
+ * #9: 3 stale read-backs of one's own write in 42 000 writes, none
+ * without it).
  *
  * Instead dcfs keeps, per inode, a stamp of the backing file's mtime and
  * size as it last saw them and the inode's data_gen (bumped by every data
@@ -23,6 +86,10 @@
  * ordering anyway.
  */
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "io/io.h"
 
@@ -75,4 +142,357 @@ bool coherence_changed_outside(struct dcfs_inode *inode, const struct stat *st,
 void coherence_changed_inside(struct dcfs_inode *inode)
 {
 	atomic_fetch_add(&inode->data_gen, 1);
+}
+
+/* ---- who may cache the data, and the transitions that must invalidate ---- */
+
+/*
+ * The mount may hold pages of the inode in its FUSE page cache: a handle
+ * without FOPEN_DIRECT_IO that the kernel does not pass through was opened
+ * (forwarded cache class, auto and deferred handles, fuse_readahead
+ * readers), or a mapping of a direct-I/O handle faulted pages in.  Sticky
+ * for the inode's life: pages outlive their handles (keep_cache).
+ */
+#define COH_FUSE_CACHE 1u
+/* The backing file had a set-id bit when last seen. */
+#define COH_SETID 2u
+/*
+ * Above the flags: direct writes in progress that checked COH_FUSE_CACHE
+ * and found it clear.  Setting the flag waits for them (coh_may_hold()):
+ * a handle that could cache a page before such a write lands would keep
+ * it after, uninvalidated.  Both sides use sequentially consistent
+ * atomics, so either the write sees the flag or the setter sees the write.
+ */
+#define COH_WRITER 256u
+#define COH_FLAGS (COH_WRITER - 1)
+#define DRAIN_WAIT_US 2000000
+
+/* From now on the FUSE cache may hold pages of the inode. */
+static void coh_may_hold(struct dcfs_inode *inode)
+{
+	unsigned int old = atomic_fetch_or(&inode->coh_flags, COH_FUSE_CACHE);
+
+	if (old & COH_FUSE_CACHE)
+		return;
+	for (int waited = 0; waited < DRAIN_WAIT_US &&
+			     atomic_load(&inode->coh_flags) >= COH_WRITER;
+	     waited += 200)
+		usleep(200);
+}
+
+void coh_opened(struct dcfs_file *f, const struct fuse_file_info *fi)
+{
+	f->direct_io = fi->direct_io;
+	if (!fi->direct_io && !passthrough_by_kernel(f))
+		coh_may_hold(f->inode);
+}
+
+/*
+ * A READ of a direct-I/O handle without a lock owner comes from the page
+ * cache, not from read(2): the kernel names the caller's files table only
+ * for direct reads (fuse_direct_io()).  So the file is mapped.
+ */
+void coh_read_seen(struct dcfs_file *f, const struct fuse_file_info *fi)
+{
+	if (f->direct_io && !fi->lock_owner)
+		coh_may_hold(f->inode);
+}
+
+
+void coh_saw_mode(struct dcfs_inode *inode, mode_t mode)
+{
+	if (mode & (S_ISUID | S_ISGID))
+		atomic_fetch_or(&inode->coh_flags, COH_SETID);
+}
+
+/*
+ * The backing filesystem clears set-id bits on writes, truncation and
+ * fallocate by other users.  The kernel refreshes only size and times
+ * after such requests, so a statx() for the mode alone would show the old
+ * bits until the attribute timeout: drop the attributes before the reply.
+ */
+void coh_mode_may_change(struct dcfs_inode *inode, int fd)
+{
+	struct stat st;
+
+	if (!(atomic_load(&inode->coh_flags) & COH_SETID))
+		return;
+	/* A streamed write clears the bits when it lands. */
+	wpipe_sync_inode(inode);
+	if (fstat(fd, &st) == 0 && !(st.st_mode & (S_ISUID | S_ISGID))) {
+		atomic_fetch_and(&inode->coh_flags, ~COH_SETID);
+		notify_inval_attr_now(inode->nodeid);
+	}
+}
+
+/* A mode changed through an ACL: the kernel only refreshes ctime. */
+void coh_mode_changed(struct dcfs_inode *inode)
+{
+	notify_inval_attr_now(inode->nodeid);
+}
+
+/*
+ * Direct writes beside the FUSE page cache.
+ *
+ * A write that does not pass through the FUSE page cache (a streaming
+ * handle's FOPEN_DIRECT_IO, an O_DIRECT caller, AIO) leaves pages of the
+ * range that the kernel read while it was in flight: kernels before 6.19
+ * invalidate them only before sending an asynchronous direct write, and
+ * for FOPEN_DIRECT_IO only before either kind.  A reader then sees the old
+ * data after the write completed (issue 24 #2); a page of a shared mapping
+ * read in that window and then written to carries the old bytes back over
+ * the new ones when it is written back (#3: a pwrite lost).
+ *
+ * So while such a write is in progress on an inode the mount may cache,
+ * it is published here as an overlay: the daemon's READs of the range
+ * return its bytes, and write-backs of cached pages (launder included)
+ * get its bytes put back in, whatever their pages held.  The write is made
+ * (a streaming handle may keep it in its buffer: every later read or
+ * write of the range through the daemon writes that first), then the
+ * range is invalidated in the kernel: pages read before are dropped (dirty
+ * ones written back, patched), and pages read since already hold the new
+ * bytes.  Only then is the overlay
+ * withdrawn and the write answered.  The invalidation runs on a thread of
+ * its own (it may wait for a write-back that needs a free daemon thread);
+ * the handler waits for it, for at most INVAL_WAIT, so an overloaded
+ * daemon answers late rather than never (the overlay stays until done).
+ */
+struct coh_overlay {
+	struct coh_overlay *next;
+	struct dcfs_inode *inode;
+	off_t off;
+	size_t len;
+	char *data;
+	uint64_t seq;
+	bool done, abandoned;
+};
+
+/*
+ * Long enough for a loaded machine: answering before the drop leaves a
+ * stale window; never answering would hang a daemon whose every thread
+ * waits for a write-back that needs one of them.
+ */
+#define INVAL_WAIT_MS 10000
+static _Atomic unsigned long late_invals;
+
+static struct coh_overlay *overlays; /* ov_lock; oldest first */
+static _Atomic unsigned int n_overlays;
+static uint64_t ov_seq;
+static pthread_mutex_t ov_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ov_cond = PTHREAD_COND_INITIALIZER;
+/* the invalidation thread's queue: overlays not yet invalidated */
+static pthread_cond_t inval_cond = PTHREAD_COND_INITIALIZER;
+static pthread_t inval_thread;
+static bool inval_running, inval_stopping;
+
+static bool overlaps(const struct coh_overlay *o, const struct dcfs_inode *inode,
+		     off_t off, size_t len)
+{
+	return o->inode == inode && off < o->off + (off_t)o->len &&
+	       o->off < off + (off_t)len;
+}
+
+/* Copies every published overlay's bytes over buf (file range off, len). */
+static bool patch_locked(struct dcfs_inode *inode, char *buf, off_t off,
+			 size_t len, const struct coh_overlay *skip)
+{
+	bool any = false;
+
+	for (struct coh_overlay *o = overlays; o; o = o->next) {
+		off_t lo, hi;
+
+		if (o == skip || !overlaps(o, inode, off, len))
+			continue;
+		lo = o->off > off ? o->off : off;
+		hi = o->off + (off_t)o->len < off + (off_t)len ?
+			     o->off + (off_t)o->len : off + (off_t)len;
+		memcpy(buf + (lo - off), o->data + (lo - o->off), (size_t)(hi - lo));
+		any = true;
+	}
+	return any;
+}
+
+bool coh_overlaid(struct dcfs_inode *inode, off_t off, size_t len)
+{
+	bool any = false;
+
+	if (!atomic_load(&n_overlays))
+		return false;
+	pthread_mutex_lock(&ov_lock);
+	for (struct coh_overlay *o = overlays; o && !any; o = o->next)
+		any = overlaps(o, inode, off, len);
+	pthread_mutex_unlock(&ov_lock);
+	return any;
+}
+
+void coh_patch(struct dcfs_inode *inode, char *buf, off_t off, size_t len,
+	       const struct coh_overlay *skip)
+{
+	if (!atomic_load(&n_overlays))
+		return;
+	pthread_mutex_lock(&ov_lock);
+	patch_locked(inode, buf, off, len, skip);
+	pthread_mutex_unlock(&ov_lock);
+}
+
+static void unlink_free_locked(struct coh_overlay *ov)
+{
+	struct coh_overlay **p = &overlays;
+
+	while (*p && *p != ov)
+		p = &(*p)->next;
+	if (*p)
+		*p = ov->next;
+	atomic_fetch_sub(&n_overlays, 1);
+	free(ov->data);
+	free(ov);
+}
+
+static void *inval_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&ov_lock);
+	for (;;) {
+		struct coh_overlay *o = overlays;
+
+		if (inval_stopping)
+			break; /* the session is over: nothing to invalidate */
+		/* the oldest published overlay whose data has landed */
+		while (o && (o->done || !o->seq))
+			o = o->next;
+		if (!o) {
+			pthread_cond_wait(&inval_cond, &ov_lock);
+			continue;
+		}
+		pthread_mutex_unlock(&ov_lock);
+		notify_inval_range_now(o->inode->nodeid, o->off, (off_t)o->len);
+		pthread_mutex_lock(&ov_lock);
+		o->done = true;
+		if (o->abandoned)
+			unlink_free_locked(o);
+		pthread_cond_broadcast(&ov_cond);
+	}
+	pthread_mutex_unlock(&ov_lock);
+	return NULL;
+}
+
+int coh_start(void)
+{
+	if (pthread_create(&inval_thread, NULL, inval_main, NULL) != 0)
+		return -EAGAIN;
+	inval_running = true;
+	return 0;
+}
+
+void coh_stop(void)
+{
+	if (!inval_running)
+		return;
+	struct timespec until;
+
+	pthread_mutex_lock(&ov_lock);
+	inval_stopping = true;
+	pthread_cond_broadcast(&inval_cond);
+	pthread_cond_broadcast(&ov_cond);
+	pthread_mutex_unlock(&ov_lock);
+	/* An invalidation stuck in the kernel must not hold up the exit. */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 2;
+	if (pthread_timedjoin_np(inval_thread, NULL, &until) != 0) {
+		pthread_detach(inval_thread);
+		inval_running = false;
+		return;
+	}
+	inval_running = false;
+	pthread_mutex_lock(&ov_lock);
+	/* Left by handlers that gave up waiting, and never invalidated. */
+	while (overlays)
+		unlink_free_locked(overlays);
+	pthread_mutex_unlock(&ov_lock);
+}
+
+/*
+ * A WRITE with a lock owner is a direct write (fuse_direct_io() names the
+ * caller's files table; page-cache write-through and write-back do not).
+ * Returns the overlay to pass to coh_direct_end(), or NULL when the inode
+ * needs none: nothing of it can be in the FUSE page cache, or the kernel
+ * reads it through a backing file.
+ */
+bool coh_direct_unprotected(struct dcfs_file *f, const struct fuse_file_info *fi)
+{
+	if (!fi->lock_owner || fi->writepage)
+		return false;
+	atomic_fetch_add(&f->inode->coh_flags, COH_WRITER);
+	if (!(atomic_load(&f->inode->coh_flags) & COH_FUSE_CACHE))
+		return true;
+	atomic_fetch_sub(&f->inode->coh_flags, COH_WRITER);
+	return false;
+}
+
+void coh_direct_unprotected_done(struct dcfs_inode *inode)
+{
+	atomic_fetch_sub(&inode->coh_flags, COH_WRITER);
+}
+
+struct coh_overlay *coh_direct_begin(struct dcfs_file *f,
+				     const struct fuse_file_info *fi,
+				     const void *data, size_t len, off_t off)
+{
+	struct coh_overlay *ov, **tail;
+
+	if (!fi->lock_owner || fi->writepage || !len || !inval_running ||
+	    passthrough_backed(f->inode))
+		return NULL;
+	ov = calloc(1, sizeof(*ov));
+	if (!ov || !(ov->data = malloc(len))) {
+		free(ov);
+		return NULL;
+	}
+	memcpy(ov->data, data, len);
+	ov->inode = f->inode;
+	ov->off = off;
+	ov->len = len;
+	pthread_mutex_lock(&ov_lock);
+	for (tail = &overlays; *tail; tail = &(*tail)->next)
+		;
+	*tail = ov;
+	atomic_fetch_add(&n_overlays, 1);
+	pthread_mutex_unlock(&ov_lock);
+	return ov;
+}
+
+/* The write was made (or failed): invalidate, wait, withdraw. */
+void coh_direct_end(struct coh_overlay *ov)
+{
+	struct timespec until;
+
+	if (!ov)
+		return;
+	/*
+	 * The write may still sit in the handle's buffer: whatever reads or
+	 * writes the range later through the daemon writes the buffer first.
+	 */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += INVAL_WAIT_MS / 1000;
+	until.tv_nsec += (INVAL_WAIT_MS % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&ov_lock);
+	ov->seq = ++ov_seq;
+	pthread_cond_broadcast(&inval_cond);
+	while (!ov->done && !inval_stopping)
+		if (pthread_cond_timedwait(&ov_cond, &ov_lock, &until) == ETIMEDOUT)
+			break;
+	if (ov->done) {
+		unlink_free_locked(ov);
+		pthread_mutex_unlock(&ov_lock);
+		return;
+	}
+	ov->abandoned = true; /* the thread frees it */
+	pthread_mutex_unlock(&ov_lock);
+	if (atomic_fetch_add(&late_invals, 1) == 0)
+		log_warn("a direct write was answered before the FUSE cache of its range was dropped (%d ms): readers may see old data until it is\n",
+			 INVAL_WAIT_MS);
 }

@@ -83,6 +83,23 @@ uint64_t coherence_gen(struct dcfs_inode *inode);
 bool coherence_changed_outside(struct dcfs_inode *inode, const struct stat *st,
 			       uint64_t gen);
 void coherence_changed_inside(struct dcfs_inode *inode);
+struct coh_overlay;
+void coh_opened(struct dcfs_file *f, const struct fuse_file_info *fi);
+void coh_read_seen(struct dcfs_file *f, const struct fuse_file_info *fi);
+void coh_saw_mode(struct dcfs_inode *inode, mode_t mode);
+void coh_mode_may_change(struct dcfs_inode *inode, int fd);
+void coh_mode_changed(struct dcfs_inode *inode);
+bool coh_direct_unprotected(struct dcfs_file *f, const struct fuse_file_info *fi);
+void coh_direct_unprotected_done(struct dcfs_inode *inode);
+bool coh_overlaid(struct dcfs_inode *inode, off_t off, size_t len);
+void coh_patch(struct dcfs_inode *inode, char *buf, off_t off, size_t len,
+	       const struct coh_overlay *skip);
+struct coh_overlay *coh_direct_begin(struct dcfs_file *f,
+				     const struct fuse_file_info *fi,
+				     const void *data, size_t len, off_t off);
+void coh_direct_end(struct coh_overlay *ov);
+int coh_start(void);
+void coh_stop(void);
 
 /* passthrough.c */
 /*
@@ -172,6 +189,8 @@ void ra_stop(struct dcfs_file *f);
 int notify_start(struct fuse_session *se);
 void notify_stop(void);
 void notify_inval(fuse_ino_t ino, off_t off, off_t len, unsigned int allowed);
+void notify_inval_range_now(fuse_ino_t ino, off_t off, off_t len);
+void notify_inval_attr_now(fuse_ino_t ino);
 bool notify_writer_open(fuse_ino_t ino);
 void notify_writer_close(fuse_ino_t ino);
 

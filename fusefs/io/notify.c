@@ -184,3 +184,19 @@ void notify_writer_close(fuse_ino_t ino)
 	}
 	pthread_mutex_unlock(&qlock);
 }
+
+/*
+ * Synchronous drops for coherence.c, from its own thread or a handler.
+ * Attributes alone (off -1) touch no page and wait for nothing.
+ */
+void notify_inval_range_now(fuse_ino_t ino, off_t off, off_t len)
+{
+	if (running)
+		fuse_lowlevel_notify_inval_inode(session, ino, off, len);
+}
+
+void notify_inval_attr_now(fuse_ino_t ino)
+{
+	if (running)
+		fuse_lowlevel_notify_inval_inode(session, ino, -1, 0);
+}
