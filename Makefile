@@ -6,7 +6,14 @@ PREFIX   ?= /usr/local
 SBINDIR  ?= $(PREFIX)/sbin
 MANDIR   ?= $(PREFIX)/share/man
 SYSCONFDIR ?= /etc
-SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+# Where the system looks, whatever PREFIX is: mount(8) runs helpers only
+# from /sbin (/sbin/fs.d, /sbin/fs), which is /usr/sbin on merged-/usr
+# Debian.  Units go where Debian's packages put them (systemd's own
+# systemdsystemunitdir, on every unit path); /etc/systemd/system stays the
+# admin's, for drop-ins and overrides, and a unit installed there would
+# shadow the package's after a later `apt install`.
+HELPERDIR ?= /sbin
+SYSTEMDUNITDIR ?= /lib/systemd/system
 DOCDIR   ?= $(PREFIX)/share/doc/dcfs
 DESTDIR  ?=
 
@@ -19,11 +26,20 @@ HELPER_CPPFLAGS := $(CPPFLAGS) -Iinclude -DDCFS_SBINDIR='"$(SBINDIR)"'
 CPPFLAGS += -Iinclude -Ifusefs -D_GNU_SOURCE -DDCFS_SBINDIR='"$(SBINDIR)"' -DDCFS_SYSCONFDIR='"$(SYSCONFDIR)"'
 STD      := -std=gnu11
 
-# Debian packages needed to build and test; installed on demand by `deps`.
-DEB_PACKAGES := libfuse3-dev fuse3 check pkg-config libinih-dev xfsprogs \
-	btrfs-progs e2fsprogs attr acl util-linux groff-base clang \
-	libclang-rt-14-dev gnuplot-nox samba smbclient iproute2 systemd stress-ng \
-	liburing-dev python3
+# Debian packages by purpose, installed on demand (as root) by the target
+# that needs them: building; the demo (an ext4 image, getfattr); the test
+# suites (samba only for the re-export test: its servers are disabled right
+# after the install, the test runs smbd from a private config); the extras.
+BUILD_PACKAGES := libfuse3-dev fuse3 pkg-config libinih-dev liburing-dev
+DEMO_PACKAGES  := $(BUILD_PACKAGES) e2fsprogs util-linux attr
+CHECK_PACKAGES := $(DEMO_PACKAGES) check xfsprogs btrfs-progs acl groff-base \
+	iproute2 systemd samba smbclient python3
+BENCH_PACKAGES := $(DEMO_PACKAGES) btrfs-progs xfsprogs gnuplot-nox
+STRESS_PACKAGES := $(DEMO_PACKAGES) xfsprogs stress-ng
+FUZZ_PACKAGES  := $(BUILD_PACKAGES) clang libclang-rt-14-dev
+DEB_TOOLS      := $(BUILD_PACKAGES) debhelper dpkg-dev lintian
+# Services that packages above enable and start on install.
+SERVICES_OFF   := smbd nmbd samba-ad-dc
 
 FUSE_CFLAGS = $(shell $(PKG_CONFIG) --cflags fuse3 2>/dev/null)
 FUSE_LIBS   = $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null)
@@ -42,7 +58,7 @@ TEST_SRCS   := $(wildcard tests/*.c)
 B := build
 DAEMON_OBJS := $(patsubst fusefs/%.c,$(B)/obj/%.o,$(DAEMON_SRCS))
 
-.PHONY: all deps check check-asan fuzz demo bench bench-meta stress install uninstall clean man-check units-check arch-check
+.PHONY: FORCE all deps deps-build deps-demo deps-check deps-bench deps-stress deps-fuzz deps-deb deb check check-asan fuzz demo bench bench-meta stress install uninstall clean man-check units-check arch-check
 
 # systemd units (fusefs/systemd/*.in): `make install` fills in the install
 # paths of that invocation (so PREFIX given only to install is honoured);
@@ -53,14 +69,21 @@ UNIT_SED = sed -e 's|@SBINDIR@|$(1)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g'
 
 all: $(B)/dcfs $(B)/mount.dcfs $(B)/dcfs-io
 
-$(B)/obj/%.o: fusefs/%.c $(HEADERS) | $(B)/obj
+# The binaries embed SBINDIR and SYSCONFDIR: `make install PREFIX=/usr`
+# after a plain `make` must rebuild them.  The stamp changes only when the
+# paths do.
+$(B)/paths: FORCE | $(B)
+	@echo '$(SBINDIR) $(SYSCONFDIR)' | cmp -s - $@ 2>/dev/null || echo '$(SBINDIR) $(SYSCONFDIR)' > $@
+FORCE:
+
+$(B)/obj/%.o: fusefs/%.c $(HEADERS) $(B)/paths | $(B)/obj
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) $(WARN) $(CFLAGS) $(CPPFLAGS) $(FUSE_CFLAGS) $(URING_CFLAGS) -c -o $@ $<
 
 $(B)/dcfs: $(DAEMON_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(FUSE_LIBS) $(URING_LIBS) -linih -lpthread
 
-$(B)/mount.dcfs: fusefs/helper/mount_dcfs.c | $(B)
+$(B)/mount.dcfs: fusefs/helper/mount_dcfs.c $(B)/paths | $(B)
 	$(CC) $(STD) $(WARN) $(CFLAGS) $(HELPER_CPPFLAGS) $(LDFLAGS) -o $@ $<
 
 $(B)/dcfs-io: tests/bench/dcfs-io.c include/dcfs_sys.h | $(B)
@@ -76,20 +99,48 @@ $(B)/systemd-verify/%: fusefs/systemd/%.in Makefile
 $(B) $(B)/obj:
 	mkdir -p $@
 
-# On a fresh Debian machine only gcc and make exist: install the rest.
-deps:
-	@missing=$$(for p in $(DEB_PACKAGES); do \
+# On a fresh Debian machine only gcc and make exist: install the rest,
+# with services kept from starting during the install (policy-rc.d) and
+# disabled afterwards, so a test-only server never runs at boot.
+define apt_install
+	@missing=$$(for p in $(1); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
 	done); \
 	if [ -n "$$missing" ]; then \
-		if [ "$$(id -u)" = 0 ]; then \
-			echo "installing:" $$missing; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-				apt-get install -y -qq $$missing >/dev/null; \
-		else \
-			echo "missing packages (run as root to install):" $$missing; exit 1; \
-		fi; \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "missing packages (run as root to install):" $$missing; exit 1; fi; \
+		echo "installing:" $$missing; \
+		rc_made=; if [ ! -e /usr/sbin/policy-rc.d ]; then \
+			printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && \
+			chmod 755 /usr/sbin/policy-rc.d && rc_made=1; fi; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq $$missing >/dev/null; st=$$?; \
+		[ -z "$$rc_made" ] || rm -f /usr/sbin/policy-rc.d; \
+		[ $$st = 0 ] || exit $$st; \
+		for u in $(SERVICES_OFF); do \
+			systemctl cat $$u.service >/dev/null 2>&1 || continue; \
+			if [ -d /run/systemd/system ]; then systemctl disable --now -q $$u.service; \
+			else systemctl disable -q $$u.service; fi; \
+			echo "disabled $$u.service (installed only for the tests)"; \
+		done; \
 	fi
+endef
+
+deps: deps-check
+deps-build:
+	$(call apt_install,$(BUILD_PACKAGES))
+deps-demo:
+	$(call apt_install,$(DEMO_PACKAGES))
+deps-check:
+	$(call apt_install,$(CHECK_PACKAGES))
+deps-bench:
+	$(call apt_install,$(BENCH_PACKAGES))
+deps-stress:
+	$(call apt_install,$(STRESS_PACKAGES))
+deps-fuzz:
+	$(call apt_install,$(FUZZ_PACKAGES))
+deps-deb:
+	$(call apt_install,$(DEB_TOOLS))
 
 # The daemon's layers, from the top down (fusefs/README.md): a file may use
 # files of its own folder and of folders below it, never above, and no two
@@ -108,29 +159,33 @@ units-check: $(B)/dcfs $(addprefix $(B)/systemd-verify/,$(UNITS))
 	@out=$$(cd $(B)/systemd-verify && systemd-analyze verify --man=no $(UNITS) 2>&1); \
 	if [ -n "$$out" ]; then echo "$$out"; exit 1; fi; echo "systemd units verify cleanly"
 
-check: deps
+# test_install.c installs this tree into a DESTDIR.
+TEST_ENV = DCFS_SRCDIR=$(CURDIR) DCFS_SBINDIR=$(SBINDIR)
+
+check: deps-check
 	$(MAKE) all $(B)/dcfs-tests man-check units-check arch-check
 	DCFS_BIN=$(abspath $(B)/dcfs) MOUNT_DCFS_BIN=$(abspath $(B)/mount.dcfs) \
-	DCFS_UNIT_DIR=$(abspath $(B)/systemd-verify) \
+	DCFS_UNIT_DIR=$(abspath $(B)/systemd-verify) $(TEST_ENV) \
 		$(B)/dcfs-tests; status=$$?; \
 	if [ $$status = 77 ]; then echo "make check: SKIPPED (see the SKIP line above)"; exit 0; fi; \
 	exit $$status
 
-demo: deps all
+demo: deps-demo
+	@$(MAKE) --no-print-directory all
 	tests/demo/demo.sh
 
-bench: deps all
+bench: deps-bench all
 	tests/bench/bench.sh $(BENCH_ARGS)
 
 # Held-out style stress (not part of check: ~6 min per run): every
 # stress-ng filesystem stressor as an unprivileged user on a real mount.
-stress: deps all
+stress: deps-stress all
 	tests/stress/stress.sh --fs xfs --class cache $(STRESS_ARGS)
 	tests/stress/stress.sh --fs ext4 --class dontcache $(STRESS_ARGS)
 
 # Only the metadata part (100 000 and 1 000 000 files, find + stat over
 # 1 000 000): about 40 minutes on 2 CPUs.
-bench-meta: deps all
+bench-meta: deps-bench all
 	tests/bench/bench.sh --meta-only $(BENCH_ARGS)
 
 # The same suites against a daemon built with AddressSanitizer and UBSan;
@@ -145,13 +200,13 @@ build-asan/obj/%.o: fusefs/%.c $(HEADERS)
 build-asan/dcfs: $(ASAN_OBJS)
 	$(CC) $(ASAN_FLAGS) -o $@ $^ $(FUSE_LIBS) $(URING_LIBS) -linih -lpthread
 
-check-asan: deps
+check-asan: deps-check
 	$(MAKE) all $(B)/dcfs-tests build-asan/dcfs units-check
 	rm -f build-asan/report.*
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=99:log_path=$(abspath build-asan)/report \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(abspath build-asan)/report \
 	DCFS_SANITIZED=1 DCFS_BIN=$(abspath build-asan/dcfs) MOUNT_DCFS_BIN=$(abspath $(B)/mount.dcfs) \
-	DCFS_UNIT_DIR=$(abspath $(B)/systemd-verify) \
+	DCFS_UNIT_DIR=$(abspath $(B)/systemd-verify) $(TEST_ENV) \
 		$(B)/dcfs-tests; status=$$?; \
 	if ls build-asan/report.* >/dev/null 2>&1; then \
 		echo "sanitizer reports:"; cat build-asan/report.*; exit 1; fi; \
@@ -165,14 +220,15 @@ build-fuzz/fuzz_config: tests/fuzz/fuzz_config.c fusefs/policy/config.c fusefs/p
 		-o $@ tests/fuzz/fuzz_config.c fusefs/policy/config.c fusefs/policy/policy.c fusefs/ops/log.c \
 		$(FUSE_LIBS) -linih -lpthread
 
-fuzz: deps build-fuzz/fuzz_config
+fuzz: deps-fuzz build-fuzz/fuzz_config
 	@mkdir -p build-fuzz/corpus
 	build-fuzz/fuzz_config -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 		-print_final_stats=1 build-fuzz/corpus tests/fuzz/corpus
 
 install: all
-	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5
-	install -m 0755 $(B)/dcfs $(B)/mount.dcfs $(DESTDIR)$(SBINDIR)/
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(HELPERDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5
+	install -m 0755 $(B)/dcfs $(DESTDIR)$(SBINDIR)/
+	install -m 0755 $(B)/mount.dcfs $(DESTDIR)$(HELPERDIR)/
 	install -m 0644 man/*.8 $(DESTDIR)$(MANDIR)/man8/
 	if ls man/*.5 >/dev/null 2>&1; then install -m 0644 man/*.5 $(DESTDIR)$(MANDIR)/man5/; fi
 	install -d $(DESTDIR)$(SYSCONFDIR)
@@ -185,7 +241,7 @@ install: all
 	install -m 0644 fusefs/systemd/mnt-media.env $(DESTDIR)$(DOCDIR)/examples/
 
 uninstall:
-	rm -f $(DESTDIR)$(SBINDIR)/dcfs $(DESTDIR)$(SBINDIR)/mount.dcfs
+	rm -f $(DESTDIR)$(SBINDIR)/dcfs $(DESTDIR)$(HELPERDIR)/mount.dcfs
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(wildcard man/*.8)))
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(wildcard man/*.5)))
 	rm -f $(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,dcfs@.service dcfs-textfile@.service dcfs-textfile@.timer)
