@@ -77,6 +77,7 @@ struct pt_handle {
 	uint32_t uncached;     /* the uncached FOPEN flags sent */
 	bool dropbehind_wish;  /* io_select.c: a read-only stream dropbehind.c may trail */
 	bool kernel_uncached_wish; /* the kernel may read and write it uncached */
+	off_t size0;	       /* size at a kernel writer's open (written_kernel) */
 };
 
 /*
@@ -149,6 +150,7 @@ struct dcfs_fs {
 	size_t nbuckets;
 	size_t ninodes;
 	struct dcfs_options opt;
+	const char *config_origin; /* why this config: config=, the default, none */
 	bool privileged; /* daemon runs as root: can chown to the caller */
 	struct fuse_session *se;
 };

@@ -203,13 +203,16 @@ void options_usage(const char *prog)
 {
 	printf("usage: %s [options] BACKING_DIR MOUNTPOINT\n"
 	       "       %s --check-config FILE\n"
-	       "       %s stat [--json | --prometheus | --files | --watch [SECS]] MOUNTPOINT\n\n"
+	       "       %s stat [--wide | --json | --prometheus | --files |\n"
+	       "               --watch [SECS] [--count N]] MOUNTPOINT  (stat --help)\n\n"
 	       "    -h, --help             print this help\n"
 	       "    -V, --version          print version\n"
 	       "    -f                     stay in the foreground, log to stderr\n"
 	       "    -d, -o debug           debug log (implies -f)\n"
 	       "    -s                     single-threaded (no io_uring)\n"
-	       "    -o config=PATH         policy file (see dcfs.conf(5))\n"
+	       "    -o config=PATH         policy file (see dcfs.conf(5)); default:\n"
+	       "                           " DCFS_SYSCONFDIR "/dcfs.conf if it exists,\n"
+	       "                           config=none for the built-in defaults\n"
 	       "    -o attr_timeout=SECS   attribute cache timeout (1)\n"
 	       "    -o entry_timeout=SECS  name cache timeout (1)\n"
 	       "    -o negative_timeout=SECS  how long a missing name is remembered\n"
@@ -297,6 +300,17 @@ int options_validate(const struct dcfs_options *opt)
 		fprintf(stderr, "dcfs: max_threads must be at least 1\n");
 		return -EINVAL;
 	}
+	return 0;
+}
+
+/*
+ * After guard_mountpoint(): a live dcfs mount is never empty, and "already
+ * mounted by dcfs" is the answer there, not "use -o nonempty".
+ */
+int options_check_empty(const struct dcfs_options *opt)
+{
+	int err;
+
 	if (!opt->nonempty) {
 		err = dir_is_empty(opt->mountpoint);
 		if (err == 0) {

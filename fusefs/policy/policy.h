@@ -12,5 +12,10 @@
 /* reload.c */
 int reload_start(void);
 bool reload_stop(void);
+/* The last reload's failure while it is the latest outcome: dcfs stat and
+ * the root's user.dcfs.policy show it (handlers/report.c, fuse_xattr.c). */
+bool reload_failure(char *buf, size_t size);
+void reload_table(FILE *out);
+void reload_json(FILE *out);
 
 #endif
