@@ -15,7 +15,7 @@
 static bool is_read_kind(enum stat_kind k)
 {
 	return k == ST_READ_DONTCACHE || k == ST_READ_FALLBACK ||
-	       k == ST_READ_CACHED;
+	       k == ST_READ_CACHED || k == ST_READ_KERNEL;
 }
 
 /* Data moved by handle f: the class counters and the handle's own. */

@@ -120,8 +120,11 @@ static int report_xattr_error(const char *mnt, const char *what)
 /* ---- --watch: rates from two samples of the Prometheus text ---------- */
 
 #define WATCH_CLASSES 8
+/* Shorter intervals measure the sampling more than the traffic. */
+#define WATCH_MIN_SECS 0.1
 
-enum { W_DC_R, W_DC_W, W_FB_R, W_FB_W, W_C_R, W_C_W, W_OPENS, W_SWITCHES, W__N };
+enum { W_DC_R, W_DC_W, W_FB_R, W_FB_W, W_C_R, W_C_W, W_K_R, W_K_W, W_OPENS,
+       W_SWITCHES, W__N };
 
 struct sample {
 	char cls[WATCH_CLASSES][24];
@@ -185,6 +188,8 @@ static int byte_slot(const char *dir, const char *mode)
 		return w ? W_DC_W : W_DC_R;
 	if (strcmp(mode, "fallback") == 0)
 		return w ? W_FB_W : W_FB_R;
+	if (strcmp(mode, "kernel") == 0)
+		return w ? W_K_W : W_K_R;
 	return w ? W_C_W : W_C_R;
 }
 
@@ -263,8 +268,8 @@ static void print_rates(const struct sample *a, const struct sample *b)
 		any = true;
 		printf("%-8s %-15s", when, b->cls[i]);
 		for (int k = 0; k < W_OPENS; k++)
-			printf(" %9.1f", d[k] / mib / dt);
-		printf(" %7.0f %8.0f\n", d[W_OPENS], d[W_SWITCHES]);
+			printf(" %7.1f", d[k] / mib / dt);
+		printf(" %5.0f %4.0f\n", d[W_OPENS], d[W_SWITCHES]);
 	}
 	if (!any)
 		printf("%-8s (idle)\n", when);
@@ -283,11 +288,12 @@ static int stat_watch(const char *mnt, double secs, long count)
 
 	if (take_sample(mnt, &s[0]) < 0)
 		return report_xattr_error(mnt, "counters");
-	printf("every %.1f s: MiB/s by backing I/O mode, opens and switches in the interval\n",
+	printf("every %.1f s: MiB/s by backing I/O (dc RWF_DONTCACHE, fb fallback, c cache,\n"
+	       "k kernel passthrough, estimated), opens and switches in the interval\n",
 	       secs);
-	printf("%-8s %-15s %9s %9s %9s %9s %9s %9s %7s %8s\n", "time", "class",
-	       "dc_read", "dc_write", "fb_read", "fb_write", "c_read",
-	       "c_write", "opens", "switches");
+	printf("%-8s %-15s %7s %7s %7s %7s %7s %7s %7s %7s %5s %4s\n", "time",
+	       "class", "dc_rd", "dc_wr", "fb_rd", "fb_wr", "c_rd", "c_wr",
+	       "k_rd", "k_wr", "opens", "swi");
 	for (long i = 0; count <= 0 || i < count; i++) {
 		struct timespec ts = { (time_t)secs,
 				       (long)((secs - (double)(time_t)secs) * 1e9) };
@@ -351,27 +357,50 @@ static int stat_files(const char *mnt)
 	return 0;
 }
 
-static void stat_usage(const char *prog)
+static void stat_usage(FILE *to, const char *prog)
 {
-	fprintf(stderr,
-		"usage: %s stat [--json | --prometheus | --files | --watch [SECS] [--count N]] MOUNTPOINT\n",
-		prog);
+	fprintf(to,
+		"usage: %s stat [--wide | --json | --prometheus | --files |\n"
+		"                 --watch [SECS] [--count N]] MOUNTPOINT\n"
+		"  (none)        counters and state, within 100 columns\n"
+		"  --wide        every counter, exact\n"
+		"  --json        the same as JSON (a stable interface, see dcfs(8))\n"
+		"  --prometheus  node_exporter textfile format\n"
+		"  --files       the open files: owner, class, mode, bytes, rule\n"
+		"  --watch SECS  MiB/s per class every SECS (%.1f to 86400, default 1)\n"
+		"  --count N     with --watch: stop after N intervals\n",
+		prog, WATCH_MIN_SECS);
 }
 
-static bool parse_secs(const char *s, double *out)
+enum { SECS_OK, SECS_NAN, SECS_RANGE };
+
+static int parse_secs(const char *s, double *out)
 {
 	char *end;
 	double v = strtod(s, &end);
 
-	if (end == s || *end || !(v >= 0.1 && v <= 86400))
-		return false;
+	if (end == s || *end)
+		return SECS_NAN;
+	if (!(v >= WATCH_MIN_SECS && v <= 86400))
+		return SECS_RANGE;
 	*out = v;
-	return true;
+	return SECS_OK;
+}
+
+/* A number that is not a valid interval is an error of its own. */
+static bool watch_secs(const char *s, double *out)
+{
+	int r = parse_secs(s, out);
+
+	if (r == SECS_RANGE)
+		fprintf(stderr, "dcfs stat: --watch %s: the interval must be %.1f to 86400 seconds\n",
+			s, WATCH_MIN_SECS);
+	return r == SECS_OK;
 }
 
 int cmd_stat(int argc, char *argv[])
 {
-	enum { TABLE, JSON, PROM, FILES, WATCH } mode = TABLE;
+	enum { TABLE, WIDE, JSON, PROM, FILES, WATCH } mode = TABLE;
 	const char *mnt = NULL, *name;
 	double secs = 1.0;
 	long count = 0;
@@ -381,19 +410,26 @@ int cmd_stat(int argc, char *argv[])
 	for (int i = 2; i < argc && !bad; i++) {
 		const char *a = argv[i];
 
-		if (strcmp(a, "--json") == 0 || strcmp(a, "--prometheus") == 0 ||
-		    strcmp(a, "--files") == 0) {
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			stat_usage(stdout, argv[0]);
+			return 0;
+		} else if (strcmp(a, "--json") == 0 || strcmp(a, "--prometheus") == 0 ||
+		    strcmp(a, "--files") == 0 || strcmp(a, "--wide") == 0) {
 			bad = mode != TABLE;
-			mode = a[2] == 'j' ? JSON : a[2] == 'p' ? PROM : FILES;
+			mode = a[2] == 'j' ? JSON : a[2] == 'p' ? PROM :
+			       a[2] == 'w' ? WIDE : FILES;
 		} else if (strncmp(a, "--watch", 7) == 0 && (!a[7] || a[7] == '=')) {
 			bad = mode != TABLE;
 			mode = WATCH;
-			if (a[7])
-				bad |= !parse_secs(a + 8, &secs);
+			if (a[7]) {
+				if (!watch_secs(a + 8, &secs))
+					return 2;
 			/* An optional SECS: a number, not the mount point itself. */
-			else if (i + 1 < argc && (i + 2 < argc || mnt) &&
-				 parse_secs(argv[i + 1], &secs))
-				i++;
+			} else if (i + 1 < argc && (i + 2 < argc || mnt) &&
+				   parse_secs(argv[i + 1], &secs) != SECS_NAN) {
+				if (!watch_secs(argv[++i], &secs))
+					return 2;
+			}
 		} else if (strcmp(a, "--count") == 0 && i + 1 < argc) {
 			count = strtol(argv[++i], NULL, 10);
 			bad = count <= 0;
@@ -407,7 +443,7 @@ int cmd_stat(int argc, char *argv[])
 		}
 	}
 	if (!mnt || bad || (count && mode != WATCH)) {
-		stat_usage(argv[0]);
+		stat_usage(stderr, argv[0]);
 		return 2;
 	}
 	if (mode == WATCH)
@@ -415,7 +451,8 @@ int cmd_stat(int argc, char *argv[])
 	if (mode == FILES)
 		return stat_files(mnt);
 	name = mode == JSON ? "user.dcfs.stats" :
-	       mode == PROM ? "user.dcfs.stats.prometheus" : "user.dcfs.stats.table";
+	       mode == PROM ? "user.dcfs.stats.prometheus" :
+	       mode == WIDE ? "user.dcfs.stats.table.wide" : "user.dcfs.stats.table";
 	text = read_xattr(mnt, name);
 	if (!text)
 		return report_xattr_error(mnt, "counters");

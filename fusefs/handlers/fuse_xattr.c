@@ -37,6 +37,19 @@ static bool is_virtual(const char *name)
 	return strncmp(name, VIRTUAL_PREFIX, strlen(VIRTUAL_PREFIX)) == 0;
 }
 
+/* A failed reload is what the admin most needs to see there. */
+static char *with_reload_failure(char *text)
+{
+	char why[320], *more = NULL;
+
+	if (!text || !reload_failure(why, sizeof(why)))
+		return text;
+	if (asprintf(&more, "%s; last reload %s (these rules stay)", text, why) < 0)
+		return text;
+	free(text);
+	return more;
+}
+
 static char *root_policy_text(bool privileged)
 {
 	struct dcfs_config *cfg = config_get();
@@ -61,7 +74,8 @@ static char *root_policy_text(bool privileged)
 			text = NULL;
 	}
 	config_put(cfg);
-	return text;
+	/* The message names the file: root only, like the path. */
+	return privileged ? with_reload_failure(text) : text;
 }
 
 static char *file_policy_text(fuse_req_t req, struct dcfs_inode *inode)
@@ -107,7 +121,9 @@ static char *virtual_value(fuse_req_t req, struct dcfs_inode *inode,
 	} else if (root && strcmp(name, VIRTUAL_PREFIX "stats") == 0) {
 		v = stats_json();
 	} else if (root && strcmp(name, VIRTUAL_PREFIX "stats.table") == 0) {
-		v = stats_table();
+		v = stats_table(false);
+	} else if (root && strcmp(name, VIRTUAL_PREFIX "stats.table.wide") == 0) {
+		v = stats_table(true);
 	} else if (root && strcmp(name, VIRTUAL_PREFIX "stats.prometheus") == 0) {
 		v = stats_prometheus();
 	} else if (root && strcmp(name, VIRTUAL_PREFIX "files") == 0) {

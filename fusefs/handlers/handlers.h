@@ -39,7 +39,7 @@ bool readonly_now(void);
 
 /* report.c */
 char *stats_json(void);
-char *stats_table(void);
+char *stats_table(bool wide);
 char *stats_prometheus(void);
 char *stats_files(uid_t who);
 

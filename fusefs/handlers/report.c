@@ -88,6 +88,8 @@ char *stats_json(void)
 	fdcache_json(out);
 	fputc(',', out);
 	reqstats_json(out);
+	fputc(',', out);
+	reload_json(out);
 	fputs("}\n", out);
 	if (fclose(out) != 0) {
 		free(buf);
@@ -96,23 +98,74 @@ char *stats_json(void)
 	return buf;
 }
 
-char *stats_table(void)
+/* 1536 -> "1.5K": seven characters at most up to 1023.9 PiB. */
+static const char *human(uint64_t n, char buf[16])
 {
-	struct probe probes[64];
-	size_t n = probe_snapshot(probes, 64);
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *out = open_memstream(&buf, &len);
+	static const char units[] = "BKMGTP";
+	double v = (double)n;
+	int u = 0;
 
-	if (!out)
-		return NULL;
-	fprintf(out, "%-16s %8s %14s %14s %14s %14s %14s %14s %8s %8s %8s %14s\n",
+	while (v >= 1024.0 && u < 5) {
+		v /= 1024.0;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, 16, "%lluB", (unsigned long long)n);
+	else
+		snprintf(buf, 16, "%.1f%c", v, units[u]);
+	return buf;
+}
+
+/*
+ * Within 100 columns: bytes by backing I/O mode in human units, the write
+ * engine's main counters.  `dcfs stat --wide` (user.dcfs.stats.table.wide)
+ * has every counter, exact.
+ */
+static void table_narrow(FILE *out)
+{
+	static const enum stat_kind bytes[] = {
+		ST_READ_DONTCACHE, ST_WRITE_DONTCACHE, ST_READ_FALLBACK,
+		ST_WRITE_FALLBACK, ST_READ_CACHED, ST_WRITE_CACHED,
+		ST_READ_KERNEL, ST_WRITE_KERNEL,
+	};
+	char h[16];
+
+	fputs("bytes read (rd) and written (wr) by backing I/O: dc RWF_DONTCACHE,\n"
+	      "fb fallback window, c page cache, k by the kernel (passthrough, estimated)\n", out);
+	fprintf(out, "%-15s %7s %7s %7s %7s %7s %7s %7s %7s %7s %8s\n", "class",
+		"opened", "dc_rd", "dc_wr", "fb_rd", "fb_wr", "c_rd", "c_wr", "k_rd",
+		"k_wr", "switched");
+	for (int p = POLICY_CACHE; p < NPOLICIES; p++) {
+		fprintf(out, "%-15s %7llu", policy_name(p),
+			(unsigned long long)stats_get(p, ST_OPENED));
+		for (size_t i = 0; i < sizeof(bytes) / sizeof(bytes[0]); i++)
+			fprintf(out, " %7s", human(stats_get(p, bytes[i]), h));
+		fprintf(out, " %8llu\n", (unsigned long long)stats_get(p, ST_SWITCHED));
+	}
+	fprintf(out, "\n%-15s %9s %9s %9s %9s %9s %8s %8s\n", "uncached writes",
+		"requests", "coalesced", "backing", "backgrnd", "in_flight",
+		"wb_waits", "errors");
+	for (int p = POLICY_CACHE + 1; p < NPOLICIES; p++)
+		fprintf(out, "%-15s %9llu %9llu %9llu %9llu %9s %8llu %8llu\n",
+			policy_name(p),
+			(unsigned long long)stats_get(p, ST_WRITE_REQUESTS),
+			(unsigned long long)stats_get(p, ST_COALESCED),
+			(unsigned long long)stats_get(p, ST_BACKING_WRITES),
+			(unsigned long long)stats_get(p, ST_BACKGROUND_WRITES),
+			human(stats_get(p, ST_INFLIGHT), h),
+			(unsigned long long)stats_get(p, ST_WRITEBACK_WAITS),
+			(unsigned long long)stats_get(p, ST_DEFERRED_ERRORS));
+}
+
+static void table_wide(FILE *out)
+{
+	fprintf(out, "%-16s %8s %14s %14s %14s %14s %14s %14s %14s %14s %8s %8s %8s %14s\n",
 		"class", "opened", "read_dc", "written_dc", "read_fb",
-		"written_fb", "read_cached", "written_cached", "switched",
-		"pt", "fuse_ra", "dropped_behind");
+		"written_fb", "read_cached", "written_cached", "read_kernel",
+		"written_kernel", "switched", "pt", "fuse_ra", "dropped_behind");
 	for (int p = POLICY_CACHE; p < NPOLICIES; p++)
 		fprintf(out,
-			"%-16s %8llu %14llu %14llu %14llu %14llu %14llu %14llu %8llu %8llu %8llu %14llu\n",
+			"%-16s %8llu %14llu %14llu %14llu %14llu %14llu %14llu %14llu %14llu %8llu %8llu %8llu %14llu\n",
 			policy_name(p),
 			(unsigned long long)stats_get(p, ST_OPENED),
 			(unsigned long long)stats_get(p, ST_READ_DONTCACHE),
@@ -121,6 +174,8 @@ char *stats_table(void)
 			(unsigned long long)stats_get(p, ST_WRITE_FALLBACK),
 			(unsigned long long)stats_get(p, ST_READ_CACHED),
 			(unsigned long long)stats_get(p, ST_WRITE_CACHED),
+			(unsigned long long)stats_get(p, ST_READ_KERNEL),
+			(unsigned long long)stats_get(p, ST_WRITE_KERNEL),
 			(unsigned long long)stats_get(p, ST_SWITCHED),
 			(unsigned long long)stats_get(p, ST_PASSTHROUGH),
 			(unsigned long long)stats_get(p, ST_FUSE_READAHEAD),
@@ -143,6 +198,23 @@ char *stats_table(void)
 			(unsigned long long)stats_get(p, ST_QUEUE_WAITS),
 			(unsigned long long)stats_get(p, ST_WRITEBACK_WAITS),
 			(unsigned long long)stats_get(p, ST_DEFERRED_ERRORS));
+}
+
+char *stats_table(bool wide)
+{
+	struct probe probes[64];
+	size_t n = probe_snapshot(probes, 64);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+
+	if (!out)
+		return NULL;
+	reload_table(out);
+	if (wide)
+		table_wide(out);
+	else
+		table_narrow(out);
 	fprintf(out, "\nbacking filesystems (RWF_DONTCACHE probe):\n");
 	for (size_t i = 0; i < n; i++)
 		fprintf(out, "  dev %u:%u %-8s read %-8s write %s\n",
@@ -202,6 +274,8 @@ static const struct {
 	{ ST_WRITE_DONTCACHE, "write", "dontcache" },
 	{ ST_WRITE_FALLBACK, "write", "fallback" },
 	{ ST_WRITE_CACHED, "write", "cached" },
+	{ ST_READ_KERNEL, "read", "kernel" },
+	{ ST_WRITE_KERNEL, "write", "kernel" },
 };
 
 /* One counter metric with a series per I/O class. */
@@ -226,7 +300,7 @@ static void prom_request(const char *op, uint64_t n, void *arg)
 static void prom_counters(FILE *out)
 {
 	prom_head(out, "dcfs_bytes_total", "counter",
-		  "Bytes moved through the mount by I/O class (the policy decided at open), direction and backing I/O mode (dontcache: RWF_DONTCACHE, fallback: write-behind/drop-behind window, cached: page cache).");
+		  "Bytes moved through the mount by I/O class (the policy decided at open), direction and backing I/O mode (dontcache: RWF_DONTCACHE, fallback: write-behind/drop-behind window, cached: page cache, kernel: served by the kernel through passthrough without a request to dcfs, estimated: reads of drop-behind streams by their read-ahead front, writes by the file's growth from open to close).");
 	for (int p = POLICY_CACHE; p < NPOLICIES; p++)
 		for (size_t i = 0; i < sizeof(byte_kinds) / sizeof(byte_kinds[0]); i++) {
 			prom_start(out, "dcfs_bytes_total", p);
@@ -237,7 +311,7 @@ static void prom_counters(FILE *out)
 	prom_per_class(out, "dcfs_opens_total", ST_OPENED,
 		       "Regular files opened, by I/O class.");
 	prom_per_class(out, "dcfs_passthrough_opens_total", ST_PASSTHROUGH,
-		       "Opens served by kernel FUSE passthrough, by I/O class (their reads and writes never reach the daemon, so dcfs_bytes_total does not count them).");
+		       "Opens served by kernel FUSE passthrough, by I/O class (their reads and writes never reach the daemon: dcfs_bytes_total counts them with mode kernel, estimated).");
 	prom_per_class(out, "dcfs_dropped_behind_bytes_total", ST_DROPPED_BEHIND,
 		       "Backing page-cache bytes dropped behind streams the kernel serves (passthrough_reads, and at close passthrough_uncached), by I/O class.");
 	prom_per_class(out, "dcfs_switches_total", ST_SWITCHED,

@@ -62,6 +62,7 @@ struct db_state {
 	uint64_t cached;       /* resident pages at the last look */
 	long long keep;	       /* bytes kept behind the read-ahead front */
 	unsigned int stuck;    /* looks to skip: mapped pages stayed */
+	off_t front;	       /* read-ahead front counted as read_kernel */
 };
 
 static struct {
@@ -98,6 +99,22 @@ static off_t resident_end(int fd, off_t size)
 }
 
 /*
+ * The kernel reads such a stream without a request to dcfs: the bytes it
+ * read are estimated by the read-ahead front, which only moves forward,
+ * and counted as read_kernel as it moves (up to the file's size).  Class
+ * counters only: the handle's own may be freed while it is being looked at.
+ */
+static void count_front(struct db_state *d, off_t front, off_t size)
+{
+	if (front > size)
+		front = size;
+	if (front <= d->front)
+		return;
+	stats_add(d->file->policy, ST_READ_KERNEL, (uint64_t)(front - d->front));
+	d->front = front;
+}
+
+/*
  * One look at one file: how many bytes more than it keeps it had resident
  * (a measure of how late the look was), -1 if nothing changed.
  */
@@ -120,7 +137,9 @@ static long long poll_one(struct db_state *d)
 	}
 	if (passthrough_shared(f->inode) || fstat(f->fd, &st) < 0)
 		return 0;
-	end = resident_end(f->fd, st.st_size) - d->keep;
+	end = resident_end(f->fd, st.st_size);
+	count_front(d, end, st.st_size);
+	end -= d->keep;
 	if (end <= 0)
 		return seen - d->keep;
 	/* Counted below end only: the reader adds pages above it meanwhile. */
@@ -262,6 +281,7 @@ void dropbehind_add(struct dcfs_file *f)
 void dropbehind_remove(struct dcfs_file *f)
 {
 	uint64_t before, after;
+	struct stat st;
 
 	if (f->db) {
 		pthread_mutex_lock(&db.lock);
@@ -272,6 +292,9 @@ void dropbehind_remove(struct dcfs_file *f)
 			}
 		}
 		pthread_mutex_unlock(&db.lock);
+		/* The last stretch, which no look may have seen. */
+		if (fstat(f->fd, &st) == 0)
+			count_front(f->db, resident_end(f->fd, st.st_size), st.st_size);
 		free(f->db);
 		f->db = NULL;
 	} else if (!f->pt.uncached || f->was_resident) {

@@ -480,6 +480,8 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 	pthread_mutex_unlock(&pt.lock);
 	f->pt.kind = kind;
 	f->pt.uncached = kind == PT_KERNEL ? uncached : 0;
+	if (kind == PT_KERNEL && writable(f))
+		f->pt.size0 = fstat(f->fd, &st) == 0 ? st.st_size : -1;
 	if (kind == PT_KERNEL) {
 		fi->direct_io = 0;
 		fi->keep_cache = 0; /* the kernel rejects it with passthrough */
@@ -496,6 +498,21 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 	}
 }
 
+/*
+ * The kernel wrote through this handle without a request to dcfs: what the
+ * file grew by since the open is counted as written_kernel (an estimate:
+ * overwrites in place are not seen).  At release, before the fd closes.
+ */
+static void count_kernel_writes(struct dcfs_file *f)
+{
+	struct stat st;
+
+	if (f->pt.kind != PT_KERNEL || !writable(f) || f->pt.size0 < 0 ||
+	    fstat(f->fd, &st) < 0 || st.st_size <= f->pt.size0)
+		return;
+	stats_add(f->policy, ST_WRITE_KERNEL, (uint64_t)(st.st_size - f->pt.size0));
+}
+
 void passthrough_release(struct dcfs_file *f)
 {
 	struct pt_node *n;
@@ -503,6 +520,7 @@ void passthrough_release(struct dcfs_file *f)
 
 	if (f->pt.kind == PT_NONE)
 		return;
+	count_kernel_writes(f);
 	pthread_mutex_lock(&pt.lock);
 	n = node_find(f->inode);
 	if (n && f->pt.kind == PT_FWD) {
@@ -919,7 +937,8 @@ void passthrough_table(FILE *out)
 		atomic_load(&pt.dontcache) ? "on" : "off",
 		atomic_load(&pt.mmap) ? "allowed" : "off");
 	fprintf(out,
-		"  opens: %llu kernel I/O (%llu uncached), %llu daemon I/O with backing file, %llu forwarded, %llu fallbacks\n"
+		"  opens: %llu kernel I/O (%llu uncached), %llu daemon I/O, %llu forwarded,\n"
+		"         %llu fallbacks\n"
 		"  backing ids: %llu open, %llu opened, %llu closed\n",
 		(unsigned long long)pt.opens_kernel,
 		(unsigned long long)pt.opens_uncached,

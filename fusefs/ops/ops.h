@@ -51,6 +51,13 @@ enum stat_kind {
 	ST_ADOPTED,	     /* background writes from the request's own memory */
 	ST_FUSE_READAHEAD,   /* read-only opens through the FUSE cache */
 	ST_DROPPED_BEHIND,   /* bytes dropped behind passthrough readers */
+	/*
+	 * Bytes the kernel moved itself (passthrough): dcfs sees no request,
+	 * so these are estimates from what it can observe (io/dropbehind.c,
+	 * io/passthrough.c).
+	 */
+	ST_READ_KERNEL,
+	ST_WRITE_KERNEL,
 	ST__COUNT
 };
 

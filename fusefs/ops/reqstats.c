@@ -94,8 +94,8 @@ void reqstats_table(FILE *out)
 		if (!n)
 			continue;
 		fprintf(out, "  %-14s %12llu%s", op_name(op),
-			(unsigned long long)n, ++col % 4 ? "" : "\n");
+			(unsigned long long)n, ++col % 3 ? "" : "\n");
 	}
-	if (col % 4)
+	if (col % 3)
 		fputc('\n', out);
 }

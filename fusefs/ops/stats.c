@@ -45,6 +45,8 @@ static const char *const kind_names[ST__COUNT] = {
 	[ST_ADOPTED] = "writes_adopted",
 	[ST_FUSE_READAHEAD] = "opened_fuse_readahead",
 	[ST_DROPPED_BEHIND] = "dropped_behind",
+	[ST_READ_KERNEL] = "read_kernel",
+	[ST_WRITE_KERNEL] = "written_kernel",
 };
 
 void stats_add(int policy, enum stat_kind k, uint64_t n)

@@ -45,6 +45,89 @@ static pthread_cond_t reload_cond = PTHREAD_COND_INITIALIZER;
 static bool stopping;		 /* reload_stop() was called */
 static struct reload_job *running; /* a loader that has not finished */
 
+/*
+ * The last failed reload, shown where an admin looks without syslog: the
+ * root's user.dcfs.policy, `dcfs stat` and its JSON.  Cleared by the next
+ * reload that succeeds.
+ */
+static struct {
+	pthread_mutex_t lock;
+	bool failed;
+	time_t when;
+	char why[256];
+	unsigned long failures;
+} last = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void note_failure(const char *why)
+{
+	pthread_mutex_lock(&last.lock);
+	last.failed = true;
+	last.when = time(NULL);
+	last.failures++;
+	snprintf(last.why, sizeof(last.why), "%s", why);
+	pthread_mutex_unlock(&last.lock);
+}
+
+static void note_success(void)
+{
+	pthread_mutex_lock(&last.lock);
+	last.failed = false;
+	pthread_mutex_unlock(&last.lock);
+}
+
+/* "failed at 2026-12-03T10:00:00Z: why"; false if the last reload did not fail. */
+bool reload_failure(char *buf, size_t size)
+{
+	char when[32];
+	struct tm tm;
+	bool failed;
+
+	pthread_mutex_lock(&last.lock);
+	failed = last.failed;
+	if (failed) {
+		gmtime_r(&last.when, &tm);
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		snprintf(buf, size, "failed at %s: %s", when, last.why);
+	}
+	pthread_mutex_unlock(&last.lock);
+	return failed;
+}
+
+void reload_table(FILE *out)
+{
+	char why[320];
+
+	if (reload_failure(why, sizeof(why)))
+		fprintf(out, "LAST RELOAD %s\n  (the rules loaded before stay in force)\n\n", why);
+}
+
+static void json_string(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(out, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			fprintf(out, "\\u%04x", *s);
+		else
+			fputc(*s, out);
+	}
+	fputc('"', out);
+}
+
+void reload_json(FILE *out)
+{
+	char why[320] = "";
+	bool failed = reload_failure(why, sizeof(why));
+
+	pthread_mutex_lock(&last.lock);
+	fprintf(out, "\"reload\":{\"failures\":%lu,\"last_failed\":%s,\"error\":",
+		last.failures, failed ? "true" : "false");
+	pthread_mutex_unlock(&last.lock);
+	json_string(out, failed ? why : "");
+	fputc('}', out);
+}
+
 static void job_free(struct reload_job *job)
 {
 	config_free(job->cfg);
@@ -180,6 +263,7 @@ static struct reload_job *job_start(void)
 	if (running) {
 		log_err("reload of %s failed: the previous reload has not finished yet\n",
 			dcfs.opt.config);
+		note_failure("the previous reload has not finished yet");
 		return NULL;
 	}
 	job = calloc(1, sizeof(*job));
@@ -188,6 +272,7 @@ static struct reload_job *job_start(void)
 	if (!job || !job->path) {
 		free(job);
 		log_err("reload of %s failed: out of memory\n", dcfs.opt.config);
+		note_failure("out of memory");
 		return NULL;
 	}
 	pthread_attr_init(&attr);
@@ -197,6 +282,7 @@ static struct reload_job *job_start(void)
 	if (err) {
 		log_err("reload of %s failed: %s\n", dcfs.opt.config,
 			strerror(err));
+		note_failure(strerror(err));
 		free(job->path);
 		free(job);
 		return NULL;
@@ -242,6 +328,7 @@ static void reload(void)
 	if (!done) {
 		log_err("reload of %s failed: not read within %d s (hung filesystem?): keeping the previous rules\n",
 			dcfs.opt.config, RELOAD_TIMEOUT_S);
+		note_failure("not read within 10 s (hung filesystem?)");
 		return;
 	}
 	if (job->ret < 0) {
@@ -249,6 +336,7 @@ static void reload(void)
 			log_err("%s\n", job->errs.msgs[i]);
 		log_err("reload of %s failed: keeping the previous rules\n",
 			dcfs.opt.config);
+		note_failure(job->errs.n ? job->errs.msgs[0] : "invalid config");
 		job_free(job);
 		return;
 	}
@@ -258,6 +346,7 @@ static void reload(void)
 	job->cfg = NULL;
 	if (!dcfs.opt.debug)
 		dcfs_log_set_level(level);
+	note_success();
 	log_info("reloaded %s\n", summary);
 	job_free(job);
 }

@@ -824,13 +824,13 @@ void uring_table(FILE *out)
 		atomic_load(&ur.on) ? "" : ")");
 	if (!ur.accepted)
 		return;
-	fprintf(out, "  %u queues x %d threads, %llu requests (%llu replies read in place, %llu spliced):",
+	fprintf(out, "  %u queues x %d threads, %llu requests (%llu replies read in place, %llu spliced)\n  per queue:",
 		ur.ncpus, UR_THREADS_PER_CPU,
 		(unsigned long long)atomic_load(&ur.requests),
 		(unsigned long long)atomic_load(&ur.in_place),
 		(unsigned long long)atomic_load(&ur.splices));
 	for (unsigned int i = 0; i < ur.ncpus; i++)
-		fprintf(out, " cpu%u %llu", i,
+		fprintf(out, "%s cpu%u %llu", i && i % 6 == 0 ? "\n           " : "", i,
 			(unsigned long long)atomic_load(&ur.per_cpu[i]));
 	fputc('\n', out);
 }
