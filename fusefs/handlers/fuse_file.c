@@ -621,6 +621,30 @@ static void dcfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_lseek(req, res);
 }
 
+/*
+ * A copy in the backing filesystem leaves both files in its page cache,
+ * which is what a streaming class is there to prevent (cp(1) of a film
+ * uses copy_file_range: all of the copy stayed cached).  For a streaming
+ * source or destination, EOPNOTSUPP makes the kernel copy through the
+ * two handles instead (splice; cp falls back to read/write on kernels
+ * that don't), so each side goes its own uncached way.  Not ENOSYS: that
+ * would turn copy_file_range off for the cache class too.
+ */
+static bool copy_streams(struct dcfs_file *fin, struct dcfs_file *fout)
+{
+	bool streams;
+
+	pthread_mutex_lock(&fin->lock);
+	streams = fin->read_uncached;
+	pthread_mutex_unlock(&fin->lock);
+	if (streams)
+		return true;
+	pthread_mutex_lock(&fout->lock);
+	streams = fout->write_uncached;
+	pthread_mutex_unlock(&fout->lock);
+	return streams;
+}
+
 static void dcfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 				 off_t off_in, struct fuse_file_info *fi_in,
 				 fuse_ino_t ino_out, off_t off_out,
@@ -636,6 +660,12 @@ static void dcfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 	(void)ino_out;
 	fin = file_get(fi_in);
 	fout = file_get(fi_out);
+	if (copy_streams(fin, fout)) {
+		file_put(fin);
+		file_put(fout);
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
 	wpipe_sync_inode(fin->inode);
 	wpipe_sync_inode(fout->inode);
 	data_changed(fout->inode);
