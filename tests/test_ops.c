@@ -440,9 +440,9 @@ START_TEST(ops_watch)
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	char *out = read_file_str(path);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "dcfs stat --watch: %#x: %s", st, out);
-	ck_assert_msg(strstr(out, "class") && strstr(out, "dc_write") && strstr(out, "opens"),
+	ck_assert_msg(strstr(out, "class") && strstr(out, "dc_wr") && strstr(out, "opens"),
 		      "no header: %s", out);
-	/* time class dc_read dc_write fb_read fb_write c_read c_write opens switches */
+	/* time class dc_rd dc_wr fb_rd fb_wr c_rd c_wr k_rd k_wr opens swi */
 	double mib = 0;
 	long opens = 0;
 	int samples = 0;
@@ -450,14 +450,14 @@ START_TEST(ops_watch)
 	for (char *l = strtok_r(out + strcspn(out, "\n"), "\n", &save); l;
 	     l = strtok_r(NULL, "\n", &save)) {
 		char when[16], cls[32];
-		double r[6];
+		double r[8];
 		long o, sw;
 		if (strstr(l, "(idle)")) {
 			samples++;
 			continue;
 		}
-		if (sscanf(l, "%15s %31s %lf %lf %lf %lf %lf %lf %ld %ld", when, cls, &r[0], &r[1],
-			   &r[2], &r[3], &r[4], &r[5], &o, &sw) != 10)
+		if (sscanf(l, "%15s %31s %lf %lf %lf %lf %lf %lf %lf %lf %ld %ld", when, cls, &r[0],
+			   &r[1], &r[2], &r[3], &r[4], &r[5], &r[6], &r[7], &o, &sw) != 12)
 			continue;
 		samples++;
 		ck_assert_msg(!strcmp(cls, "dontcache"), "activity in class %s: %s", cls, l);
@@ -682,6 +682,8 @@ START_TEST(ops_prometheus_matches_json)
 		{ "written_fallback", "dcfs_bytes_total", "write", "fallback" },
 		{ "read_cached", "dcfs_bytes_total", "read", "cached" },
 		{ "written_cached", "dcfs_bytes_total", "write", "cached" },
+		{ "read_kernel", "dcfs_bytes_total", "read", "kernel" },
+		{ "written_kernel", "dcfs_bytes_total", "write", "kernel" },
 	};
 	int compared = 0;
 	for (int c = 0; c < nc; c++)

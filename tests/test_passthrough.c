@@ -1009,6 +1009,65 @@ START_TEST(pt_unprivileged_daemon)
 }
 END_TEST
 
+/* ---- counters of what the kernel moves -------------------------------------------- */
+static long long wait_stat_ge(const char *cls, const char *key, long long want)
+{
+	long long v = -1;
+	for (int i = 0; i < 100; i++) {
+		v = stats_get(g_pm.mnt, cls, key);
+		if (v >= want)
+			break;
+		sleep_ms(50); /* releases are asynchronous */
+	}
+	return v;
+}
+
+/*
+ * Bytes the kernel moves without a request to dcfs are counted, estimated
+ * (read_kernel, written_kernel): a streamed film read by the kernel by its
+ * read-ahead front, up to its size; a cache-class file written through
+ * passthrough by its growth from open to close.  On the forwarded path the
+ * daemon counts the same bytes exactly, under the other modes.
+ */
+START_TEST(pt_kernel_counters)
+{
+	PK_BEGIN();
+	mkdirs();
+	size_t len = 16u << 20;
+	unsigned char *m = malloc(len);
+	fill_pattern(m, len, 26);
+	const char *wkey = pt_expected() ? "written_kernel" : "written_cached";
+	long long w0 = stats_get(g_pm.mnt, "cache", wkey);
+	ck_assert_int_ge(w0, 0);
+	ck_assert_int_eq(write_file(PMNT("c/k.dat"), m, len, 0644), 0);
+	long long w1 = wait_stat_ge("cache", wkey, w0 + (long long)len);
+	ck_assert_msg(w1 == w0 + (long long)len, "cache.%s grew by %lld, %zu written", wkey,
+		      w1 - w0, len);
+
+	ck_assert_int_eq(write_file(PEXP("s/film.mkv"), m, len, 0644), 0);
+	drop_caches(); /* a file with pages cached at open is not dropped behind */
+	const char *rkey = pt_expected() ? "read_kernel" : "read_dontcache";
+	long long r0 = stats_get(g_pm.mnt, "dontcache", rkey);
+	long long c0 = stats_get(g_pm.mnt, "dontcache", "read_cached");
+	whole_file_is(PMNT("s/film.mkv"), m, len);
+	long long r1 = wait_stat_ge("dontcache", rkey, r0 + (long long)len);
+	long long c1 = stats_get(g_pm.mnt, "dontcache", "read_cached");
+	if (pt_expected())
+		ck_assert_msg(r1 - r0 == (long long)len, "dontcache.read_kernel grew by %lld, %zu read",
+			      r1 - r0, len);
+	else
+		ck_assert_msg(r1 - r0 + c1 - c0 >= (long long)len,
+			      "forwarded: dontcache reads grew by %lld + %lld, %zu read", r1 - r0,
+			      c1 - c0, len);
+	char *t = xattr_str(g_pm.mnt, "user.dcfs.stats.prometheus");
+	ck_assert_ptr_nonnull(t);
+	ck_assert_msg(strstr(t, "class=\"dontcache\",direction=\"read\",mode=\"kernel\"}"),
+		      "no kernel series in --prometheus");
+	free(t);
+	free(m);
+}
+END_TEST
+
 Suite *passthrough_suite(void)
 {
 	Suite *s = suite_create("passthrough");
@@ -1022,6 +1081,7 @@ Suite *passthrough_suite(void)
 		tcase_add_test(tc, pt_mmap_shared);
 		tcase_add_test(tc, pt_trunc_falloc_cfr);
 		tcase_add_test(tc, pt_attr_fresh);
+		tcase_add_test(tc, pt_kernel_counters);
 		tcase_add_test(tc, pt_creds_setid);
 		if (k != PK_XFS)
 			tcase_add_test(tc, pt_creds_reserved_blocks);
