@@ -336,7 +336,7 @@ static void must_mention(const char *doc, const char *docname, const char *word)
 
 START_TEST(docs_cover_options)
 {
-	char *options = src_file("fusefs/options.c");
+	char *options = src_file("fusefs/daemon/options.c");
 	char *dcfs8 = man_text("man/dcfs.8");
 	char *mount8 = man_text("man/mount.dcfs.8");
 	char w[64][64];
@@ -353,18 +353,18 @@ START_TEST(docs_cover_options)
 		must_mention(dcfs8, "dcfs(8)", w[i]);
 	}
 	/* mount.dcfs passes these on: its page names the dcfs ones */
-	char *helper = src_file("fusefs/mount_dcfs.c");
+	char *helper = src_file("fusefs/helper/mount_dcfs.c");
 	n = quoted_words(helper, "known[] = {", "NULL", w, 64);
 	for (int i = 0; i < n; i++)
 		must_mention(mount8, "mount.dcfs(8)", w[i]);
 	/* stat's options, in dcfs(8) and in --help */
-	char *cli = src_file("fusefs/cli.c");
+	char *cli = src_file("fusefs/daemon/cli.c");
 	const char *stat_opts[] = { "--wide", "--json", "--prometheus", "--files", "--watch",
 				    "--count" };
 	for (size_t i = 0; i < sizeof stat_opts / sizeof *stat_opts; i++) {
 		must_mention(dcfs8, "dcfs(8)", stat_opts[i]);
-		must_mention(cli, "stat --help (cli.c)", stat_opts[i]);
-		must_mention(options, "dcfs --help (options.c)", stat_opts[i]);
+		must_mention(cli, "stat --help (daemon/cli.c)", stat_opts[i]);
+		must_mention(options, "dcfs --help (daemon/options.c)", stat_opts[i]);
 	}
 	must_mention(dcfs8, "dcfs(8)", "config=none");
 	free(options);
@@ -377,7 +377,7 @@ END_TEST
 
 START_TEST(docs_cover_stats)
 {
-	char *stats = src_file("fusefs/stats.c");
+	char *stats = src_file("fusefs/ops/stats.c");
 	char *dcfs8 = man_text("man/dcfs.8");
 	char *readme = src_file("README.md");
 	char w[64][64];
@@ -427,7 +427,7 @@ END_TEST
 
 START_TEST(docs_cover_config_keys)
 {
-	char *config = src_file("fusefs/config.c");
+	char *config = src_file("fusefs/policy/config.c");
 	char *conf5 = man_text("man/dcfs.conf.5");
 	char *sample = src_file("dcfs.conf");
 	/* the [global] keys: each `strcmp(key, "NAME")` of config.c */
