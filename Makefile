@@ -240,6 +240,26 @@ install: all
 	$(call UNIT_SED,$(SBINDIR)) fusefs/systemd/mnt-media.mount.in > $(DESTDIR)$(DOCDIR)/examples/mnt-media.mount
 	install -m 0644 fusefs/systemd/mnt-media.env $(DESTDIR)$(DOCDIR)/examples/
 
+# A Debian package with Debian's tooling (debhelper, dpkg-buildpackage,
+# lintian): the packaging files live in fusefs/debian/ and are copied to
+# debian/ in a copy of the tree, so the build runs clean and leaves this
+# tree's build/ alone.  -> build/deb/dcfs_VERSION_ARCH.deb
+DEB_VERSION = $(shell sed -n 's/^\#define DCFS_VERSION "\(.*\)"/\1/p' include/dcfs.h)
+DEB_ARCH = $(shell dpkg --print-architecture)
+DEB_TREE = $(B)/deb/dcfs-$(DEB_VERSION)
+
+deb: deps-deb
+	@v=$$(dpkg-parsechangelog -l fusefs/debian/changelog -S Version); \
+	if [ "$$v" != "$(DEB_VERSION)" ]; then \
+		echo "fusefs/debian/changelog says $$v, include/dcfs.h $(DEB_VERSION)"; exit 1; fi
+	rm -rf $(B)/deb && mkdir -p $(DEB_TREE)
+	tar -c --exclude=./build --exclude=./build-asan --exclude=./build-fuzz \
+		--exclude=./.git --exclude=./kernel-patches . | tar -x -C $(DEB_TREE)
+	cp -r fusefs/debian $(DEB_TREE)/debian
+	cd $(DEB_TREE) && dpkg-buildpackage -b -us -uc
+	lintian --fail-on error $(B)/deb/dcfs_$(DEB_VERSION)_$(DEB_ARCH).deb
+	@echo "built $(B)/deb/dcfs_$(DEB_VERSION)_$(DEB_ARCH).deb"
+
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/dcfs $(DESTDIR)$(HELPERDIR)/mount.dcfs
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(wildcard man/*.8)))
