@@ -593,6 +593,19 @@ fail:
 }
 
 /* ---- daemon ---------------------------------------------------------------- */
+/*
+ * Without config= dcfs reads /etc/dcfs.conf where it exists (installed by
+ * make install or the package): mounts that name none get config=none, so
+ * a machine's own config does not change what the tests see.
+ */
+static int has_config(char *const argv[])
+{
+	for (int i = 1; argv[i]; i++)
+		if (strstr(argv[i], "config="))
+			return 1;
+	return 0;
+}
+
 int daemon_spawn(struct daemon *d, const char *tag, char *const argv[])
 {
 	static int seq;
@@ -624,6 +637,10 @@ int daemon_spawn(struct daemon *d, const char *tag, char *const argv[])
 			char *args[64];
 			int n = 0;
 			args[n++] = (char *)g_dcfs_bin;
+			if (!has_config(argv)) {
+				args[n++] = "-o";
+				args[n++] = "config=none";
+			}
 			for (int i = 1; argv[i] && n < 63; i++)
 				args[n++] = argv[i];
 			args[n] = NULL;
@@ -859,7 +876,8 @@ int helper_mount(const char *backing, const char *mnt, const char *opts, char *o
 		snprintf(out, outlen, "%s", err);
 		return -1;
 	}
-	return run_cmd(out, outlen, "mount -t dcfs '%s' '%s' -o '%s'", backing, mnt, opts);
+	return run_cmd(out, outlen, "mount -t dcfs '%s' '%s' -o '%s%s'", backing, mnt, opts,
+		       strstr(opts, "config=") ? "" : ",config=none");
 }
 
 void fixture_setup(const struct config *cfg)
