@@ -392,7 +392,7 @@ static bool watch_secs(const char *s, double *out)
 {
 	int r = parse_secs(s, out);
 
-	if (r == SECS_RANGE)
+	if (r != SECS_OK)
 		fprintf(stderr, "dcfs stat: --watch %s: the interval must be %.1f to 86400 seconds\n",
 			s, WATCH_MIN_SECS);
 	return r == SECS_OK;
