@@ -58,7 +58,7 @@ pages() { # resident pages of each existing file given
 # run NAME SRC DST [MOUNT_SRC MOUNT_DST]: cp SRC DST, sampled from 1 s
 # before to 3 s after, the backing files and (dcfs) the mount's files.
 run() {
-	local name=$1 src=$2 dst=$3 msrc=${4:-} mdst=${5:-} t0 pid now p
+	local name=$1 src=$2 dst=$3 msrc=${4:-} mdst=${5:-} t0 t1 t2 pid now p
 	rm -f "$work/fs/media/copy.mkv"
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
@@ -66,15 +66,17 @@ run() {
 	sample() {
 		now=$(date +%s.%N)
 		p=$(pages "$work/fs/media/film.mkv" "$work/fs/media/copy.mkv" ${msrc:+"$msrc"} ${mdst:+"$mdst"})
-		echo "$name,$(echo "$now - $t0" | bc),$((p * 4096 / 1048576))" >>"$out/film.csv"
+		echo "$name,$(awk "BEGIN { print $now - $t0 }"),$((p * 4096 / 1048576))" >>"$out/film.csv"
 	}
 	for _ in $(seq 10); do sample; sleep 0.1; done
+	t1=$(date +%s.%N)
 	cp "$src" "$dst" &
 	pid=$!
 	while kill -0 "$pid" 2>/dev/null; do sample; sleep 0.1; done
 	wait "$pid"
+	t2=$(date +%s.%N)
 	for _ in $(seq 30); do sample; sleep 0.1; done
-	echo "$name: cp of $size took $(echo "$(date +%s.%N) - $t0 - 4" | bc | cut -c1-5) s," \
+	echo "$name: cp of $size took $(awk "BEGIN { printf \"%.1f\", $t2 - $t1 }") s," \
 		"$(tail -1 "$out/film.csv" | cut -d, -f3) MiB of the two files cached after" >&2
 }
 
