@@ -5,6 +5,7 @@
  * option or config leaves the system as it was.
  */
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +214,23 @@ static int serve(struct fuse_session *se)
 	return ret;
 }
 
+/*
+ * SIGHUP means "reload" from the moment the mount exists, but the reload
+ * thread starts only after fuse_daemonize(), and until then libfuse's
+ * handler would end the session: a reload sent right after the mount
+ * appeared (a script, systemctl reload) unmounted it.  Blocked here, it
+ * stays pending until the reload thread takes it (reload_start() blocks
+ * it in every thread anyway).
+ */
+static void hold_sighup(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
 static int run(struct fuse_args *args)
 {
 	struct fuse_lowlevel_ops ops;
@@ -229,6 +247,7 @@ static int run(struct fuse_args *args)
 	dcfs.se = se;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_destroy;
+	hold_sighup();
 	conn_limits_prepare();
 	uring_prepare(dcfs.opt.uring);
 	if (fuse_session_mount(se, dcfs.opt.mountpoint) != 0)
