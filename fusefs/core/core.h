@@ -71,6 +71,20 @@ struct file_stats;
 struct stream_state;
 struct db_state;
 
+/*
+ * Where a handle's data may be held and how it reaches the backing file:
+ * the inputs of the coherence model (io/coherence.c, dcfs(8) DATA
+ * COHERENCE).
+ */
+struct data_use {
+	bool read_uncached; /* current behaviour of the backing I/O */
+	bool write_uncached;
+	bool was_resident;  /* the file had cached pages at open */
+	bool fuse_cached;   /* a streaming reader served through the FUSE cache */
+	bool cached_writer; /* writes through the FUSE page cache (notify.c counts it) */
+	bool direct_io;	    /* opened FOPEN_DIRECT_IO */
+};
+
 /* How the kernel and the daemon share a handle's I/O (io/passthrough.c). */
 struct pt_handle {
 	int kind;	       /* who does this handle's I/O */
@@ -101,13 +115,7 @@ struct dcfs_file {
 	struct file_stats *stats; /* stats.c: who opened it, why, bytes moved */
 	struct probe *probe; /* RWF_DONTCACHE support of its filesystem */
 
-	/* Who holds the file's data for this handle (io/coherence.c). */
-	bool read_uncached; /* current behaviour of the backing I/O */
-	bool write_uncached;
-	bool was_resident;  /* the file had cached pages at open */
-	bool fuse_cached;   /* a streaming reader served through the FUSE cache */
-	bool cached_writer; /* writes through the FUSE page cache (notify.c counts it) */
-	bool direct_io;	    /* opened FOPEN_DIRECT_IO */
+	struct data_use use; /* who holds its data (io/coherence.c) */
 
 	struct pt_handle pt; /* io/passthrough.c: who does this handle's I/O */
 	struct stream_state *stream; /* io/io_stream.c; NULL: not a stream */

@@ -117,19 +117,19 @@ static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
 		wpipe_sync_inode(f->inode);
 	/* No FUSE cache with direct I/O, nor where the kernel reads. */
 	if (fi->direct_io || passthrough_by_kernel(f))
-		f->fuse_cached = false;
+		f->use.fuse_cached = false;
 	coh_opened(f, fi);
 	if (f->pt.dropbehind_wish && passthrough_by_kernel(f))
 		dropbehind_add(f);
 	/* Whether what such a stream leaves may go at release (dropbehind.c). */
 	if (f->pt.uncached)
-		f->was_resident = file_has_cached_pages(f->fd);
-	if (f->fuse_cached)
+		f->use.was_resident = file_has_cached_pages(f->fd);
+	if (f->use.fuse_cached)
 		stats_add(f->policy, ST_FUSE_READAHEAD, 1);
 	/* Its writes go through the FUSE page cache: see notify.c. */
 	if ((flags & O_ACCMODE) != O_RDONLY && !fi->direct_io &&
 	    !passthrough_by_kernel(f))
-		f->cached_writer = notify_writer_open(inode->nodeid);
+		f->use.cached_writer = notify_writer_open(inode->nodeid);
 	files_link(f);
 	return 0;
 }
@@ -141,7 +141,7 @@ static void file_free(struct dcfs_file *f)
 	passthrough_release(f);
 	dropbehind_remove(f); /* after the counts, before the fd goes */
 	/* Before release: what the handle leaves may then be dropped. */
-	if (f->cached_writer)
+	if (f->use.cached_writer)
 		notify_writer_close(f->inode->nodeid);
 	if (f->io->release)
 		f->io->release(f);
@@ -635,12 +635,12 @@ static bool copy_streams(struct dcfs_file *fin, struct dcfs_file *fout)
 	bool streams;
 
 	pthread_mutex_lock(&fin->lock);
-	streams = fin->read_uncached;
+	streams = fin->use.read_uncached;
 	pthread_mutex_unlock(&fin->lock);
 	if (streams)
 		return true;
 	pthread_mutex_lock(&fout->lock);
-	streams = fout->write_uncached;
+	streams = fout->use.write_uncached;
 	pthread_mutex_unlock(&fout->lock);
 	return streams;
 }

@@ -422,8 +422,8 @@ static void handle_mode(struct dcfs_file *f, char *buf, size_t size)
 	uint64_t after;
 
 	pthread_mutex_lock(&f->lock);
-	r = dir_mode(f, f->read_uncached, f->probe ? f->probe->rd : PROBE_UNKNOWN);
-	w = dir_mode(f, f->write_uncached, f->probe ? f->probe->wr : PROBE_UNKNOWN);
+	r = dir_mode(f, f->use.read_uncached, f->probe ? f->probe->rd : PROBE_UNKNOWN);
+	w = dir_mode(f, f->use.write_uncached, f->probe ? f->probe->wr : PROBE_UNKNOWN);
 	after = f->io == &io_stream ? f->stream->switch_after : 0;
 	pthread_mutex_unlock(&f->lock);
 	if (strcmp(r, w) == 0)

@@ -182,7 +182,7 @@ static void coh_may_hold(struct dcfs_inode *inode)
 
 void coh_opened(struct dcfs_file *f, const struct fuse_file_info *fi)
 {
-	f->direct_io = fi->direct_io;
+	f->use.direct_io = fi->direct_io;
 	if (!fi->direct_io && !passthrough_by_kernel(f))
 		coh_may_hold(f->inode);
 }
@@ -194,7 +194,7 @@ void coh_opened(struct dcfs_file *f, const struct fuse_file_info *fi)
  */
 void coh_read_seen(struct dcfs_file *f, const struct fuse_file_info *fi)
 {
-	if (f->direct_io && !fi->lock_owner)
+	if (f->use.direct_io && !fi->lock_owner)
 		coh_may_hold(f->inode);
 }
 

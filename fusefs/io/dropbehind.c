@@ -297,7 +297,7 @@ void dropbehind_remove(struct dcfs_file *f)
 			count_front(f->db, resident_end(f->fd, st.st_size), st.st_size);
 		free(f->db);
 		f->db = NULL;
-	} else if (!f->pt.uncached || f->was_resident) {
+	} else if (!f->pt.uncached || f->use.was_resident) {
 		return;
 	}
 	if (passthrough_handles(f->inode))

@@ -85,7 +85,7 @@ static void start_deferred(struct dcfs_file *f, int target, uint64_t after,
 	f->io = &io_stream;
 	f->stream->target = target;
 	f->stream->switch_after = after ? after : 1;
-	f->was_resident = file_has_cached_pages(f->fd);
+	f->use.was_resident = file_has_cached_pages(f->fd);
 	fi->keep_cache = 1;
 }
 
@@ -150,11 +150,11 @@ static int apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 	else {
 		f->io = &io_stream;
 		set_uncached_flags(f, d->policy);
-		f->fuse_cached = (d->fuse_readahead >= 0 ? d->fuse_readahead :
+		f->use.fuse_cached = (d->fuse_readahead >= 0 ? d->fuse_readahead :
 							  cfg->fuse_readahead) &&
 				 (f->flags & O_ACCMODE) == O_RDONLY &&
-				 f->read_uncached;
-		fi->direct_io = !f->fuse_cached;
+				 f->use.read_uncached;
+		fi->direct_io = !f->use.fuse_cached;
 		/*
 		 * Better still, the kernel reads (passthrough) and dropbehind.c
 		 * trails it, if passthrough.c can set that up: not for a file
@@ -162,7 +162,7 @@ static int apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 		 */
 		f->pt.dropbehind_wish = cfg->passthrough_reads &&
 				     (f->flags & O_ACCMODE) == O_RDONLY &&
-				     f->read_uncached &&
+				     f->use.read_uncached &&
 				     !file_has_cached_pages(f->fd);
 		/*
 		 * Or, where the kernel offers it (kernel-patches/), the kernel
@@ -174,7 +174,7 @@ static int apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 		 * overlap with the reader: 2 MiB windows serve them as well as
 		 * larger ones (measured), with less memory per reader.
 		 */
-		if (f->fuse_cached && f->stream->ra_cap)
+		if (f->use.fuse_cached && f->stream->ra_cap)
 			f->stream->ra_cap = FRA_WINDOW;
 	}
 	return 0;

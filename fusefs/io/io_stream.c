@@ -50,9 +50,9 @@ static ssize_t read_uncached(struct dcfs_file *f, void *buf, size_t len,
 
 void set_uncached_flags(struct dcfs_file *f, int policy)
 {
-	f->read_uncached = policy == POLICY_DONTCACHE ||
+	f->use.read_uncached = policy == POLICY_DONTCACHE ||
 			   policy == POLICY_DONTCACHE_READ;
-	f->write_uncached = policy == POLICY_DONTCACHE ||
+	f->use.write_uncached = policy == POLICY_DONTCACHE ||
 			    policy == POLICY_DONTCACHE_WRITE;
 }
 
@@ -95,7 +95,7 @@ static bool ra_covers(const struct dcfs_file *f, size_t size, off_t off,
 static ssize_t read_exact(struct dcfs_file *f, void *buf, size_t size,
 			  off_t off)
 {
-	bool toggle = f->fuse_cached && !f->stream->fadv_random;
+	bool toggle = f->use.fuse_cached && !f->stream->fadv_random;
 	ssize_t n;
 
 	if (toggle)
@@ -149,7 +149,7 @@ static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 	ssize_t n;
 	bool seq, tiles;
 
-	if (!f->read_uncached) {
+	if (!f->use.read_uncached) {
 		stats_io(f, ST_READ_CACHED, size);
 		plain_read(req, f, size, off);
 		return;
@@ -162,7 +162,7 @@ static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 	 * somewhere the prefetch could not start from.
 	 */
 	seq = off == f->stream->ra_last_end ||
-	      (f->fuse_cached && f->stream->ra_len && off >= f->stream->ra_off &&
+	      (f->use.fuse_cached && f->stream->ra_len && off >= f->stream->ra_off &&
 	       off < f->stream->ra_off + (off_t)(f->stream->ra_len + f->stream->ra_cap));
 	tiles = f->stream->ra_prefetch && size && f->stream->ra_cap % size == 0;
 	f->stream->ra_last_end = off + (off_t)size;
@@ -178,7 +178,7 @@ static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 		fuse_reply_buf(req, f->stream->ra_prev_buf + (off - f->stream->ra_prev_off),
 			       size);
 		goto out;
-	} else if (f->fuse_cached && f->stream->ra_len && off < f->stream->ra_off &&
+	} else if (f->use.fuse_cached && f->stream->ra_len && off < f->stream->ra_off &&
 		   off + (off_t)f->stream->ra_cap > f->stream->ra_off) {
 		/* late, and not in the window kept: leave the windows alone */
 		read_direct(req, f, size, off);
@@ -220,7 +220,7 @@ static ssize_t stream_write(struct dcfs_file *f, struct fuse_bufvec *in,
 	const void *data;
 	ssize_t n;
 
-	if (!f->write_uncached) {
+	if (!f->use.write_uncached) {
 		n = plain_write(f, in, off);
 		if (n > 0)
 			stats_io(f, ST_WRITE_CACHED, (uint64_t)n);
@@ -263,7 +263,7 @@ static ssize_t stream_write(struct dcfs_file *f, struct fuse_bufvec *in,
  */
 static bool trails_fuse_cache(const struct dcfs_file *f)
 {
-	return f->fuse_cached || (f->stream->target && !f->stream->switch_after);
+	return f->use.fuse_cached || (f->stream->target && !f->stream->switch_after);
 }
 
 static void stream_release(struct dcfs_file *f)
@@ -279,7 +279,7 @@ static void stream_release(struct dcfs_file *f)
 	 */
 	if (trails_fuse_cache(f))
 		notify_inval(f->inode->nodeid, 0, 0, 0);
-	if (f->stream->target && !f->stream->switch_after && !f->was_resident)
+	if (f->stream->target && !f->stream->switch_after && !f->use.was_resident)
 		drop_written(f, f->stream->pre_lo, f->stream->seq_next + SEQ_SLACK);
 	if (f->stream->ra_buf) {
 		free(f->stream->ra_buf);
@@ -321,9 +321,9 @@ static void switch_now(struct dcfs_file *f)
 	f->stream->switch_after = 0;
 	set_uncached_flags(f, f->stream->target);
 	stats_io(f, ST_SWITCHED, 1);
-	if (!f->was_resident)
+	if (!f->use.was_resident)
 		drop_written(f, f->stream->pre_lo, f->stream->pre_hi);
-	notify_inval(ino, f->stream->pre_lo, f->stream->pre_hi - f->stream->pre_lo, f->cached_writer);
+	notify_inval(ino, f->stream->pre_lo, f->stream->pre_hi - f->stream->pre_lo, f->use.cached_writer);
 	f->stream->inval_done = f->stream->pre_hi;
 	log_debug("ino %llu: switched to %s after %llu bytes\n",
 		  (unsigned long long)f->inode->ino, policy_name(f->stream->target),
@@ -348,14 +348,14 @@ static void switch_now(struct dcfs_file *f)
  */
 static void trail_inval(struct dcfs_file *f)
 {
-	off_t lag = f->fuse_cached ? FRA_LAG : (off_t)f->stream->window;
-	off_t chunk = f->fuse_cached ? FRA_CHUNK : (off_t)f->stream->window;
+	off_t lag = f->use.fuse_cached ? FRA_LAG : (off_t)f->stream->window;
+	off_t chunk = f->use.fuse_cached ? FRA_CHUNK : (off_t)f->stream->window;
 	off_t upto = f->stream->seq_next - lag;
 
 	if (upto < f->stream->inval_done + chunk)
 		return;
 	notify_inval(f->inode->nodeid, f->stream->inval_done, upto - f->stream->inval_done,
-		     f->cached_writer);
+		     f->use.cached_writer);
 	f->stream->inval_done = upto;
 }
 
@@ -369,7 +369,7 @@ static void drop_left_behind(struct dcfs_file *f, off_t next)
 	off_t lo = f->stream->inval_done > f->stream->seq_start ? f->stream->inval_done : f->stream->seq_start;
 
 	if (f->stream->seq_next > lo)
-		notify_inval(f->inode->nodeid, lo, f->stream->seq_next - lo, f->cached_writer);
+		notify_inval(f->inode->nodeid, lo, f->stream->seq_next - lo, f->use.cached_writer);
 	f->stream->inval_done = next;
 }
 
@@ -388,11 +388,11 @@ void io_account(struct dcfs_file *f, off_t off, size_t n)
 {
 	off_t end = off + (off_t)n;
 
-	if (f->io != &io_stream || !n || !(f->stream->target || f->fuse_cached))
+	if (f->io != &io_stream || !n || !(f->stream->target || f->use.fuse_cached))
 		return;
 	pthread_mutex_lock(&f->lock);
 	if (!continues_stream(f, off)) {
-		if (f->fuse_cached)
+		if (f->use.fuse_cached)
 			drop_left_behind(f, off);
 		f->stream->seq_start = off;
 		f->stream->seq_next = off;

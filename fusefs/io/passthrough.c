@@ -364,12 +364,12 @@ static uint32_t uncached_flags(const struct dcfs_file *f, bool reads,
 	if (!atomic_load(&pt.dontcache) || !f->pt.kernel_uncached_wish ||
 	    !f->probe)
 		return 0;
-	if (reads && f->read_uncached) {
+	if (reads && f->use.read_uncached) {
 		if (atomic_load(&f->probe->rd) != PROBE_YES)
 			return 0;
 		flags |= PT_FOPEN_DONTCACHE_READ;
 	}
-	if (writes && f->write_uncached) {
+	if (writes && f->use.write_uncached) {
 		if (atomic_load(&f->probe->wr) != PROBE_YES)
 			return 0;
 		flags |= PT_FOPEN_DONTCACHE_WRITE;
@@ -399,7 +399,7 @@ static enum wish wish_of(const struct dcfs_file *f,
 	/* A streaming reader the kernel can serve: dropbehind.c trails it. */
 	if (f->pt.dropbehind_wish && !writes)
 		return WISH_KERNEL;
-	if ((reads && f->read_uncached) || (writes && f->write_uncached)) {
+	if ((reads && f->use.read_uncached) || (writes && f->use.write_uncached)) {
 		*uncached = uncached_flags(f, reads, writes);
 		return *uncached ? WISH_KERNEL : WISH_DAEMON;
 	}

@@ -181,7 +181,7 @@ static char *keep_previous(struct dcfs_file *f)
 {
 	char *spare = f->stream->ra_prev_buf;
 
-	if (!f->fuse_cached)
+	if (!f->use.fuse_cached)
 		return f->stream->ra_buf;
 	if (!spare) {
 		if (!ra_account(f->stream->ra_cap))
