@@ -23,7 +23,8 @@ CFLAGS   ?= -O2 -g
 WARN     := -Wall -Wextra -Werror
 # mount.dcfs is standalone and defines its own feature macros.
 HELPER_CPPFLAGS := $(CPPFLAGS) -Iinclude -DDCFS_SBINDIR='"$(SBINDIR)"'
-CPPFLAGS += -Iinclude -Ifusefs -D_GNU_SOURCE -DDCFS_SBINDIR='"$(SBINDIR)"' -DDCFS_SYSCONFDIR='"$(SYSCONFDIR)"'
+CPPFLAGS += -Iinclude -Ifusefs -D_GNU_SOURCE -DDCFS_SBINDIR='"$(SBINDIR)"' -DDCFS_SYSCONFDIR='"$(SYSCONFDIR)"' \
+	-DDCFS_HELPERDIR='"$(HELPERDIR)"'
 STD      := -std=gnu11
 
 # Debian packages by purpose, installed on demand (as root) by the target
@@ -73,7 +74,8 @@ all: $(B)/dcfs $(B)/mount.dcfs $(B)/dcfs-io
 # after a plain `make` must rebuild them.  The stamp changes only when the
 # paths do.
 $(B)/paths: FORCE | $(B)
-	@echo '$(SBINDIR) $(SYSCONFDIR)' | cmp -s - $@ 2>/dev/null || echo '$(SBINDIR) $(SYSCONFDIR)' > $@
+	@echo '$(SBINDIR) $(SYSCONFDIR) $(HELPERDIR)' | cmp -s - $@ 2>/dev/null || \
+		echo '$(SBINDIR) $(SYSCONFDIR) $(HELPERDIR)' > $@
 FORCE:
 
 $(B)/obj/%.o: fusefs/%.c $(HEADERS) $(B)/paths | $(B)/obj

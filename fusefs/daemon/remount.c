@@ -44,7 +44,10 @@ bool asks_remount(int argc, char **argv)
 	return false;
 }
 
-/* mount.dcfs beside our own real path, else where it was installed, else PATH. */
+/*
+ * mount.dcfs beside our own real path, else where make install and the
+ * package put it (/sbin, where mount(8) looks, whatever PREFIX), else PATH.
+ */
 static void find_helper(char *buf, size_t len)
 {
 	char self[PATH_MAX];
@@ -54,7 +57,7 @@ static void find_helper(char *buf, size_t len)
 		if (access(buf, X_OK) == 0)
 			return;
 	}
-	snprintf(buf, len, "%s/mount.dcfs", DCFS_SBINDIR);
+	snprintf(buf, len, "%s/mount.dcfs", DCFS_HELPERDIR);
 	if (access(buf, X_OK) == 0)
 		return;
 	snprintf(buf, len, "mount.dcfs");
