@@ -988,7 +988,7 @@ Suite *coherence_suite(void)
 		tcase_add_unchecked_fixture(tc, setups[k], co_teardown);
 		tcase_set_timeout(tc, (90 + co_seconds(15)) * deadline_scale());
 		tcase_add_test(tc, coh_aio_odirect);
-		/* coh-auto: tests/KNOWN_FAILURES.md #13 (DCFS_COH_AUTO_HOLETEST=1 runs it) */
+		/* coh-auto: tests/KNOWN_FAILURES.md #15 (DCFS_COH_AUTO_HOLETEST=1 runs it) */
 		if (k != CO_AUTO || getenv("DCFS_COH_AUTO_HOLETEST"))
 			tcase_add_test(tc, coh_mmap_pwrite);
 		tcase_add_test(tc, coh_cfr_reread);
