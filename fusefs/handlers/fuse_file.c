@@ -622,13 +622,10 @@ static void dcfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 }
 
 /*
- * A copy in the backing filesystem leaves both files in its page cache,
- * which is what a streaming class is there to prevent (cp(1) of a film
- * uses copy_file_range: all of the copy stayed cached).  For a streaming
- * source or destination, EOPNOTSUPP makes the kernel copy through the
- * two handles instead (splice; cp falls back to read/write on kernels
- * that don't), so each side goes its own uncached way.  Not ENOSYS: that
- * would turn copy_file_range off for the cache class too.
+ * Is either side of a copy a stream?  A copy in the backing filesystem
+ * would leave both files in its page cache, which is what a streaming
+ * class is there to prevent (cp(1) of a film uses copy_file_range): such a
+ * copy is made by copy_uncached() instead.
  */
 static bool copy_streams(struct dcfs_file *fin, struct dcfs_file *fout)
 {
@@ -645,6 +642,71 @@ static bool copy_streams(struct dcfs_file *fin, struct dcfs_file *fout)
 	return streams;
 }
 
+/* copy_file_range between streams: pieces, and at most one chunk a request. */
+#define COPY_PIECE ((size_t)1 << 20)
+#define COPY_CHUNK ((size_t)8 << 20)
+
+/* Writes all of buf at off uncached; bytes written, or -errno if none. */
+static ssize_t write_all_uncached(struct probe *p, int fd, const char *buf,
+				  size_t len, off_t off)
+{
+	size_t done = 0;
+	ssize_t n = 0;
+
+	while (done < len) {
+		n = uncached_pwrite(p, fd, buf + done, len - done,
+				    off + (off_t)done);
+		if (n <= 0)
+			break;
+		done += (size_t)n;
+	}
+	return done ? (ssize_t)done : n < 0 ? n : -EIO;
+}
+
+/*
+ * A copy between streams, made here with uncached reads and writes.  Made
+ * inside the backing filesystem, it would leave both files in its page
+ * cache (cp(1) of a film).  Handed back to the kernel (EOPNOTSUPP), it
+ * would be read through a direct-I/O handle of the source, which does not
+ * see the dirty pages a shared mapping of it may hold.  Returns the bytes
+ * copied (a short count: the caller asks again), or -errno;
+ * -EOPNOTSUPP where the backing filesystem cannot do uncached I/O, and the
+ * kernel then copies through the handles (the fallback windows).
+ */
+static ssize_t copy_uncached(struct dcfs_file *fin, off_t in,
+			     struct dcfs_file *fout, off_t out, size_t len)
+{
+	struct probe *pin = probe_get(fin->fd), *pout = probe_get(fout->fd);
+	size_t done = 0, want;
+	ssize_t r = 0, w;
+	char *buf;
+
+	if (len > COPY_CHUNK)
+		len = COPY_CHUNK;
+	buf = malloc(len < COPY_PIECE ? len : COPY_PIECE);
+	if (!buf)
+		return -ENOMEM;
+	while (done < len) {
+		want = len - done < COPY_PIECE ? len - done : COPY_PIECE;
+		r = uncached_pread(pin, fin->fd, buf, want, in + (off_t)done);
+		if (r <= 0)
+			break;
+		stats_io(fin, ST_READ_DONTCACHE, (uint64_t)r);
+		w = write_all_uncached(pout, fout->fd, buf, (size_t)r,
+				       out + (off_t)done);
+		if (w < 0) {
+			r = w;
+			break;
+		}
+		stats_io(fout, ST_WRITE_DONTCACHE, (uint64_t)w);
+		done += (size_t)w;
+		if (w < r || (size_t)r < want)
+			break;
+	}
+	free(buf);
+	return done ? (ssize_t)done : r;
+}
+
 static void dcfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 				 off_t off_in, struct fuse_file_info *fi_in,
 				 fuse_ino_t ino_out, off_t off_out,
@@ -653,6 +715,7 @@ static void dcfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 {
 	loff_t in = off_in, out = off_out;
 	struct dcfs_file *fin, *fout;
+	bool streams;
 	ssize_t n;
 	int how;
 
@@ -660,18 +723,21 @@ static void dcfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 	(void)ino_out;
 	fin = file_get(fi_in);
 	fout = file_get(fi_out);
-	if (copy_streams(fin, fout)) {
-		file_put(fin);
-		file_put(fout);
-		fuse_reply_err(req, EOPNOTSUPP);
-		return;
-	}
+	streams = copy_streams(fin, fout);
 	wpipe_sync_inode(fin->inode);
 	wpipe_sync_inode(fout->inode);
 	data_changed(fout->inode);
 	how = creds_io_begin(req);
-	n = copy_file_range(fin->fd, &in, fout->fd, &out, len,
-			    (unsigned int)flags);
+	if (streams) {
+		n = copy_uncached(fin, in, fout, out, len);
+		if (n < 0) {
+			errno = (int)-n;
+			n = -1;
+		}
+	} else {
+		n = copy_file_range(fin->fd, &in, fout->fd, &out, len,
+				    (unsigned int)flags);
+	}
 	creds_io_end(how);
 	/*
 	 * Again once the copy landed: a read-ahead window read meanwhile
