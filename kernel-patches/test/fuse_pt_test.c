@@ -1055,6 +1055,62 @@ static void check_fuse_mapping(const char *name, int fd)
 	      "mapping (%llu)", name, (unsigned long long)cs.nr_cache);
 }
 
+/*
+ * Patch 23: fadvise on a passthrough file is advice about the backing
+ * file, whose page cache holds its data.  DONTNEED drops the backing
+ * file's pages; WILLNEED reads the backing file ahead (not the FUSE
+ * inode, which would ask the server with READ requests).
+ */
+static void fadvise_forwarded(void)
+{
+	static const struct io_case c = { "fadvise", 4 * MIB, MIB, false };
+	const size_t pages = c.size / PAGE;
+	struct cs_stat cs;
+	double t0;
+	int fd;
+
+	fd = pt_open(c.name, O_CREAT | O_TRUNC | O_RDWR, PT_FOPEN_PASSTHROUGH);
+	if (fd < 0) {
+		check(0, "fadvise: open with FOPEN_PASSTHROUGH: %s",
+		      strerror(errno));
+		return;
+	}
+	check(stream(fd, &c, name_seed(c.name), true, false) >= 0 &&
+	      !fsync(fd), "fadvise: write 4 MiB and fsync");
+	cs = backing_pages(c.name, 0, 0);
+	check(cs.nr_cache == pages, "fadvise: %llu of %zu backing pages "
+	      "cached before the advice", (unsigned long long)cs.nr_cache,
+	      pages);
+	check(!posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED),
+	      "fadvise: POSIX_FADV_DONTNEED on the FUSE file");
+	cs = backing_pages(c.name, 0, 0);
+	check(cs.nr_cache == 0, "fadvise: POSIX_FADV_DONTNEED on the FUSE "
+	      "file drops the backing file's pages (%llu of %zu cached)",
+	      (unsigned long long)cs.nr_cache, pages);
+	close(fd);
+
+	drop_caches();
+	fd = pt_open(c.name, O_RDONLY, PT_FOPEN_PASSTHROUGH);
+	if (fd < 0) {
+		check(0, "fadvise: reopen: %s", strerror(errno));
+		return;
+	}
+	check(!posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED),
+	      "fadvise: POSIX_FADV_WILLNEED on the FUSE file");
+	/* as much as the backing device's read-ahead limit, asynchronously */
+	for (t0 = now();; usleep(20000)) {
+		cs = backing_pages(c.name, 0, 0);
+		if (cs.nr_cache || now() - t0 > 10.0)
+			break;
+	}
+	check(cs.nr_cache > 0, "fadvise: POSIX_FADV_WILLNEED on the FUSE "
+	      "file reads the backing file ahead (%llu of %zu cached)",
+	      (unsigned long long)cs.nr_cache, pages);
+	check_fuse_mapping("fadvise", fd);
+	close(fd);
+	unlinkat(srv.dir, c.name, 0);
+}
+
 /* Write the file of case @c with uncached opens, read it back. */
 static void uncached_case(const struct io_case *c, bool aio)
 {
@@ -1146,6 +1202,7 @@ static int uncached(const char *backing)
 	server_start(backing, true);
 	if (check_negotiated(true)) {
 		plain_baseline();
+		fadvise_forwarded();
 		expect_misuse_refused();
 		for (aio = 0; aio <= 1; aio++)
 			for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
