@@ -55,7 +55,7 @@ if [ "${T_FUSE_PT:-patched}" = control ]; then
 fi
 
 run offer expect-yes
-on_fs f2fs /dev/ubda uncached mixed unnegotiated
+on_fs f2fs /dev/ubda uncached mixed unnegotiated dio
 on_fs ext4 /dev/ubdb uncached mixed unnegotiated
 on_fs xfs /dev/ubdc uncached mixed unnegotiated
 

@@ -25,6 +25,15 @@
  *   fuse_pt_test unnegotiated BACKINGDIR
  *       the server does not accept the INIT offer but sets the open flags
  *       anyway: those opens fail with EIO, plain passthrough opens work
+ *   fuse_pt_test dio BACKINGDIR
+ *       no passthrough: the server serves READ and WRITE from the backing
+ *       files (FUSE_ASYNC_DIO accepted).  A direct write (FOPEN_DIRECT_IO
+ *       and/or O_DIRECT, by write() and by io_submit()) races with a
+ *       buffered read through another open of the file that caches the
+ *       range again from the old data: the server holds the WRITE until it
+ *       has answered that READ.  Once the write has completed, a buffered
+ *       read through the other open must return the new data (patch 0024;
+ *       queued O_DIRECT writes failed this before it)
  *
  * The program is its own FUSE server (one thread, read()/writev() on
  * /dev/fuse), mounted with mount(2) on a fresh directory in /tmp.  Its root
@@ -57,6 +66,7 @@
 #include <unistd.h>
 #include <linux/aio_abi.h>
 #include <linux/fuse.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -161,6 +171,18 @@ static struct {
 	char mnt[32];
 	pthread_t thread;
 	bool accept_dontcache;	/* accept FUSE_PASSTHROUGH_DONTCACHE */
+	bool serve_data;	/* "dio": READ/WRITE served, FUSE_ASYNC_DIO */
+	/*
+	 * "dio": the next WRITE is held, unanswered, until a READ has been
+	 * answered (or HOLD_SECS passed): the READ sees the old data, and
+	 * the kernel may cache it while the write is still in flight.
+	 */
+	atomic_bool hold_next_write;
+	atomic_bool write_held;
+	atomic_uint reads_while_held;
+	atomic_uint hold_timeouts;
+	void *held;		/* the held WRITE request (server thread) */
+	double held_since;
 	_Atomic uint64_t offered;	/* the kernel's INIT flags */
 	_Atomic uint64_t accepted;	/* our INIT reply's flags */
 	atomic_bool initialised;
@@ -291,6 +313,8 @@ static void do_init(const struct fuse_in_header *in,
 	want = FUSE_INIT_EXT | PT_INIT_PASSTHROUGH;
 	if (srv.accept_dontcache)
 		want |= PT_INIT_DONTCACHE;
+	if (srv.serve_data)
+		want |= FUSE_ASYNC_DIO;
 	want &= offer;
 
 	out.minor = arg->minor < PT_PROTO_MINOR ? arg->minor : PT_PROTO_MINOR;
@@ -516,6 +540,96 @@ static void do_statfs(const struct fuse_in_header *in)
 	reply(in, 0, &out, sizeof(out), NULL, 0);
 }
 
+#define HOLD_SECS 3.0
+
+/* "dio" mode: data from and to the backing file, as a plain server would */
+static void do_read(const struct fuse_in_header *in,
+		    const struct fuse_read_in *arg)
+{
+	struct node *n = node_of(in->nodeid);
+	void *buf = malloc(arg->size ? arg->size : 1);
+	ssize_t got = -1;
+	int fd = -1;
+
+	errno = ENOENT;
+	if (n && buf)
+		fd = openat(srv.dir, n->name, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		got = pread(fd, buf, arg->size, arg->offset);
+	if (got < 0)
+		reply_err(in, errno ? errno : EIO);
+	else
+		reply(in, 0, buf, got, NULL, 0);
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+}
+
+static void do_write(const struct fuse_in_header *in,
+		     const struct fuse_write_in *arg)
+{
+	struct node *n = node_of(in->nodeid);
+	struct fuse_write_out out = { 0 };
+	ssize_t done = -1;
+	int fd = -1;
+
+	errno = ENOENT;
+	if (n)
+		fd = openat(srv.dir, n->name, O_WRONLY | O_CLOEXEC);
+	if (fd >= 0)
+		done = pwrite(fd, arg + 1, arg->size, arg->offset);
+	if (done < 0) {
+		reply_err(in, errno ? errno : EIO);
+	} else {
+		out.size = done;
+		reply(in, 0, &out, sizeof(out), NULL, 0);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+/* carry out and answer the held WRITE */
+static void release_held_write(bool timed_out)
+{
+	const struct fuse_in_header *in = srv.held;
+
+	if (!in)
+		return;
+	if (timed_out)
+		atomic_fetch_add(&srv.hold_timeouts, 1);
+	do_write(in, (const void *)(in + 1));
+	free(srv.held);
+	srv.held = NULL;
+	atomic_store(&srv.write_held, false);
+}
+
+static void data_request(const struct fuse_in_header *in, const void *arg)
+{
+	if (!srv.serve_data) {
+		/* passthrough data must never come here: fail loudly */
+		reply_err(in, EIO);
+		return;
+	}
+	if (in->opcode == FUSE_READ) {
+		do_read(in, arg);
+		if (srv.held) {
+			atomic_fetch_add(&srv.reads_while_held, 1);
+			release_held_write(false);
+		}
+		return;
+	}
+	if (!srv.held && atomic_exchange(&srv.hold_next_write, false)) {
+		srv.held = malloc(in->len);
+		if (srv.held) {
+			memcpy(srv.held, in, in->len);
+			srv.held_since = now();
+			atomic_store(&srv.write_held, true);
+			return;
+		}
+	}
+	do_write(in, arg);
+}
+
 static void dispatch(const struct fuse_in_header *in, const void *arg)
 {
 	atomic_fetch_add(&srv.ops[in->opcode < N_OPCODES ? in->opcode :
@@ -557,8 +671,7 @@ static void dispatch(const struct fuse_in_header *in, const void *arg)
 		break;		/* no reply; nodes live as long as we do */
 	case FUSE_READ:
 	case FUSE_WRITE:
-		/* passthrough data must never come here: fail loudly */
-		reply_err(in, EIO);
+		data_request(in, arg);
 		break;
 	default:
 		/* GETXATTR, LISTXATTR, ACCESS, ...: the kernel stops asking */
@@ -575,6 +688,14 @@ static void *serve(void *unused)
 
 	(void)unused;
 	for (;;) {
+		if (srv.held) {
+			struct pollfd pfd = { .fd = srv.fd, .events = POLLIN };
+
+			if (now() - srv.held_since > HOLD_SECS)
+				release_held_write(true);
+			else if (poll(&pfd, 1, 50) <= 0)
+				continue;
+		}
 		n = read(srv.fd, buf, sizeof(buf));
 		if (n < 0 && (errno == EINTR || errno == ENOENT ||
 			      errno == EAGAIN))
@@ -595,14 +716,17 @@ static void *serve(void *unused)
 /*
  * Mount a fresh server over @backing.  @accept_dontcache: accept the
  * kernel's FUSE_PASSTHROUGH_DONTCACHE offer (FUSE_PASSTHROUGH always is).
+ * @serve_data: answer READ and WRITE from the backing files ("dio").
  */
-static void server_start(const char *backing, bool accept_dontcache)
+static void server_start(const char *backing, bool accept_dontcache,
+			 bool serve_data)
 {
 	char opts[128];
 	double t0 = now();
 
 	memset(&srv, 0, sizeof(srv));
 	srv.accept_dontcache = accept_dontcache;
+	srv.serve_data = serve_data;
 	srv.dir = open(backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (srv.dir < 0)
 		die(backing);
@@ -694,6 +818,7 @@ static void server_stop(void)
 		usleep(100000);
 	}
 	pthread_join(srv.thread, NULL);
+	free(srv.held);
 	close(srv.fd);
 	close(srv.dir);
 	rmdir(srv.mnt);
@@ -955,7 +1080,7 @@ static int offer(const char *expect)
 {
 	int yes;
 
-	server_start("/", true);
+	server_start("/", true, false);
 	yes = print_offer();
 	check(!!(atomic_load(&srv.offered) & PT_INIT_PASSTHROUGH),
 	      "the kernel offers FUSE_PASSTHROUGH");
@@ -1199,7 +1324,7 @@ static int uncached(const char *backing)
 	size_t i;
 	int aio;
 
-	server_start(backing, true);
+	server_start(backing, true, false);
 	if (check_negotiated(true)) {
 		plain_baseline();
 		fadvise_forwarded();
@@ -1336,7 +1461,7 @@ static int mixed(const char *backing)
 	int fd[MIXED_HANDLES];
 	unsigned int r;
 
-	server_start(backing, true);
+	server_start(backing, true, false);
 	if (!check_negotiated(true)) {
 		server_stop();
 		return summary();
@@ -1425,7 +1550,7 @@ static void expect_refused(const char *why)
 
 static int refuse(const char *backing)
 {
-	server_start(backing, true);
+	server_start(backing, true, false);
 	if (check_negotiated(true))
 		expect_refused("no RWF_DONTCACHE on the backing file system");
 	server_stop();
@@ -1434,9 +1559,157 @@ static int refuse(const char *backing)
 
 static int unnegotiated(const char *backing)
 {
-	server_start(backing, false);
+	server_start(backing, false, false);
 	if (check_negotiated(false))
 		expect_refused("FUSE_PASSTHROUGH_DONTCACHE not negotiated");
+	server_stop();
+	return summary();
+}
+
+/*
+ * "dio": page cache invalidation after direct writes (patch 0024).
+ *
+ * File DIO_FILE bytes, written at [0, DIO_LEN) by the direct handle and
+ * read there by the cached one.  Writes stay inside i_size: an extending
+ * O_DIRECT write is never queued (the kernel waits for it).
+ */
+#define DIO_LEN (64 * KIB)
+#define DIO_FILE (2 * DIO_LEN)
+
+struct dio_writer {
+	int fd;
+	bool aio;
+	const unsigned char *buf;
+	ssize_t res;		/* bytes written, or -errno */
+};
+
+static void *dio_write(void *arg)
+{
+	struct dio_writer *w = arg;
+	struct iocb cb = { 0 }, *cbp = &cb;
+	struct io_event ev;
+	aio_context_t ctx = 0;
+
+	if (!w->aio) {
+		w->res = pwrite(w->fd, w->buf, DIO_LEN, 0);
+		if (w->res < 0)
+			w->res = -errno;
+		return NULL;
+	}
+	if (syscall(SYS_io_setup, 1, &ctx)) {
+		w->res = -errno;
+		return NULL;
+	}
+	cb.aio_fildes = w->fd;
+	cb.aio_lio_opcode = IOCB_CMD_PWRITE;
+	cb.aio_buf = (uintptr_t)w->buf;
+	cb.aio_nbytes = DIO_LEN;
+	if (syscall(SYS_io_submit, ctx, 1, &cbp) != 1)
+		w->res = -errno;
+	else if (syscall(SYS_io_getevents, ctx, 1, 1, &ev, NULL) != 1)
+		w->res = -errno;
+	else
+		w->res = ev.res;
+	syscall(SYS_io_destroy, ctx);
+	return NULL;
+}
+
+/* [0, DIO_LEN) read through @fd holds the data of @seed */
+static int dio_reads(int fd, uint64_t seed, unsigned char *buf,
+		     unsigned char *scratch)
+{
+	return pread(fd, buf, DIO_LEN, 0) == DIO_LEN &&
+	       verify(buf, DIO_LEN, 0, seed, scratch);
+}
+
+/*
+ * One direct write of new data over [0, DIO_LEN) through an open with
+ * @fopen and @flags, by write() or io_submit() (@aio) in a thread, while
+ * this thread reads the range through a cached open (no FOPEN_DIRECT_IO)
+ * that had it cached: that read gets the old data (the server holds the
+ * WRITE until it has answered the READ) and caches it again.  After the
+ * write has completed, the cached open must read the new data.
+ */
+static void dio_case(const char *what, int flags, uint32_t fopen, bool aio)
+{
+	const uint64_t old_seed = name_seed(what), new_seed = old_seed + 1;
+	unsigned char *buf = NULL, *scratch = malloc(DIO_LEN);
+	struct dio_writer w = { .aio = aio };
+	unsigned int reads = atomic_load(&srv.reads_while_held);
+	unsigned int timeouts = atomic_load(&srv.hold_timeouts);
+	const char *name = "dio";
+	struct cs_stat cs;
+	pthread_t t;
+	double t0;
+	int wfd, rfd;
+
+	if (posix_memalign((void **)&buf, PAGE, DIO_LEN) || !scratch)
+		die("malloc");
+	make_backing_file(name, DIO_FILE, old_seed);
+	wfd = pt_open(name, O_RDWR | flags, fopen);
+	rfd = pt_open(name, O_RDONLY, 0);
+	if (wfd < 0 || rfd < 0) {
+		check(0, "%s: open: %s", what, strerror(errno));
+		goto out;
+	}
+	check(dio_reads(rfd, old_seed, buf, scratch),
+	      "%s: the cached open reads the old data", what);
+	if (cachestat_range(rfd, 0, DIO_LEN, &cs))
+		die("cachestat on the FUSE file");
+	check(cs.nr_cache == DIO_LEN / PAGE, "%s: ... and has the range "
+	      "cached (%llu of %lu pages)", what,
+	      (unsigned long long)cs.nr_cache, DIO_LEN / PAGE);
+
+	fill(buf, DIO_LEN, 0, new_seed);
+	w.fd = wfd;
+	w.buf = buf;
+	atomic_store(&srv.hold_next_write, true);
+	errno = pthread_create(&t, NULL, dio_write, &w);
+	if (errno)
+		die("pthread_create");
+	/* the WRITE is at the server: the kernel sent it, nothing answered */
+	for (t0 = now(); !atomic_load(&srv.write_held) &&
+	     now() - t0 < HOLD_SECS; usleep(1000))
+		;
+	/* what this read gets is not checked: the write is in flight */
+	if (pread(rfd, scratch, DIO_LEN, 0) != DIO_LEN)
+		check(0, "%s: read during the write: %s", what,
+		      strerror(errno));
+	pthread_join(t, NULL);
+	atomic_store(&srv.hold_next_write, false);
+	check(w.res == DIO_LEN, "%s: the direct write wrote %ld bytes "
+	      "(%zd)", what, (long)DIO_LEN, w.res);
+	check(atomic_load(&srv.reads_while_held) == reads + 1 &&
+	      atomic_load(&srv.hold_timeouts) == timeouts,
+	      "%s: a READ of the cached open was answered with the old data "
+	      "while the WRITE was held (the race happened)", what);
+	check(dio_reads(rfd, new_seed, scratch, buf),
+	      "%s: once the write has completed, the cached open reads the "
+	      "new data", what);
+out:
+	if (wfd >= 0)
+		close(wfd);
+	if (rfd >= 0)
+		close(rfd);
+	unlinkat(srv.dir, name, 0);
+	free(buf);
+	free(scratch);
+}
+
+static int dio(const char *backing)
+{
+	server_start(backing, false, true);
+	check(!!(atomic_load(&srv.accepted) & FUSE_ASYNC_DIO),
+	      "INIT: FUSE_ASYNC_DIO accepted");
+	dio_case("FOPEN_DIRECT_IO write()", 0, FOPEN_DIRECT_IO, false);
+	dio_case("FOPEN_DIRECT_IO io_submit()", 0, FOPEN_DIRECT_IO, true);
+	dio_case("FOPEN_DIRECT_IO O_DIRECT write()", O_DIRECT,
+		 FOPEN_DIRECT_IO, false);
+	/* queued: completes after io_submit() returned */
+	dio_case("FOPEN_DIRECT_IO O_DIRECT io_submit()", O_DIRECT,
+		 FOPEN_DIRECT_IO, true);
+	dio_case("O_DIRECT write()", O_DIRECT, 0, false);
+	dio_case("O_DIRECT io_submit()", O_DIRECT, 0, true);
 	server_stop();
 	return summary();
 }
@@ -1445,7 +1718,7 @@ static int usage(void)
 {
 	fprintf(stderr,
 		"usage: fuse_pt_test offer [expect-yes|expect-no]\n"
-		"       fuse_pt_test uncached|mixed|refuse|unnegotiated "
+		"       fuse_pt_test uncached|mixed|refuse|unnegotiated|dio "
 		"BACKINGDIR\n");
 	return 2;
 }
@@ -1465,5 +1738,7 @@ int main(int argc, char **argv)
 		return refuse(argv[2]);
 	if (!strcmp(argv[1], "unnegotiated"))
 		return unnegotiated(argv[2]);
+	if (!strcmp(argv[1], "dio"))
+		return dio(argv[2]);
 	return usage();
 }
