@@ -2,7 +2,8 @@
 # Guest part of the fuse-pt stage (T_MODE=script T_SCRIPT=fuse-pt-guest.sh):
 # FUSE passthrough with uncached backing I/O (patches 0021-0022), checked
 # by fuse_pt_test, which is its own FUSE server, with the backing files on
-# F2FS, ext4 and xfs, and the refusal on tmpfs.
+# F2FS, ext4 and xfs, and the refusal on tmpfs; on F2FS also the page cache
+# invalidation after direct writes of a non-passthrough open (dio, patch 24).
 # Disks (made on the host by test.sh): ubda F2FS, ubdb ext4, ubdc xfs.
 # T_FUSE_PT=control (the unpatched kernel; only ubda): the kernel must not
 # offer FUSE_PASSTHROUGH_DONTCACHE, and opens using its flags must fail.
