@@ -11,7 +11,7 @@ import bench_lines
 
 
 def parse(lines):
-    return bench_lines.parse(lines, ("S3R", "S3W", "F4", "F1"))
+    return bench_lines.parse(lines, ("S3R", "S3W", "F4", "F1", "FSW"))
 
 
 def med(xs):
@@ -103,12 +103,57 @@ def seed001(rows, run):
     print()
 
 
+def fswrite(rows):
+    f = [d for d in rows if d["table"] == "FSW"]
+    if not f:
+        return
+    cell = defaultdict(list)
+    for d in f:
+        cell[(d["fs"], int(d["req"]), d["kernel"], d["mode"])].append(d)
+    nr = len({d["round"] for d in f})
+    print("Uncached (dontcache) vs buffered (normal) sequential writes, "
+          f"bench write (fsync included), null_blk; MB/s medians of {nr} "
+          "rounds (all rounds in brackets), dc/n = ratio of the medians, "
+          "resident = the file's pages cached after close (max over "
+          "rounds):\n")
+    print("| fs | req | before normal | before dontcache | before dc/n "
+          "| after normal | after dontcache | after dc/n | dontcache "
+          "after/before | resident dc before / after |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+    def fmt(ds):
+        v = [float(d["mbps"]) for d in ds]
+        return med(v), (f"{med(v):.1f} [" + ", ".join(f"{x:.0f}" for x in v)
+                        + "]" if v else "—")
+
+    for fs in ("f2fs", "ext4", "xfs"):
+        for req in sorted({k[1] for k in cell if k[0] == fs}):
+            c = {(k, m): cell.get((fs, req, k, m), [])
+                 for k in ("before", "after") for m in ("normal", "dontcache")}
+            bn, bns = fmt(c[("before", "normal")])
+            bd, bds = fmt(c[("before", "dontcache")])
+            an, ans = fmt(c[("after", "normal")])
+            ad, ads = fmt(c[("after", "dontcache")])
+
+            def res(ds):
+                return (str(max(int(d["resident"]) for d in ds)) if ds
+                        else "—")
+            lab = (f"{req // 1024} KiB" if req < 1048576
+                   else f"{req // 1048576} MiB")
+            print(f"| {fs} | {lab} | {bns} | {bds} | {bd / bn:.2f} | {ans} "
+                  f"| {ads} | {ad / an:.2f} | {ad / bd:.2f} | "
+                  f"{res(c[('before', 'dontcache')])} / "
+                  f"{res(c[('after', 'dontcache')])} |")
+    print()
+
+
 def main():
     run = sys.argv[1]
     rows = parse(sys.stdin)
     seed003(rows)
     seed004(rows, run)
     seed001(rows, run)
+    fswrite(rows)
 
 
 main()

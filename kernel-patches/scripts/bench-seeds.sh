@@ -12,6 +12,16 @@
 #   seed 001  fio bs=512k size=1536M rw=write io_uring iodepth=64
 #             end_fsync=1, F2FS on memory-backed null_blk made with
 #             mkfs.f2fs -s 1 (default) and -s 128, before vs after
+#   fs        bench write normal vs RWF_DONTCACHE on F2FS, ext4 and xfs
+#             (memory-backed null_blk), BENCH_FS_SIZES (4096 65536
+#             1048576), BENCH_FS (f2fs ext4 xfs), BENCH_FS_MIB (256)
+#             per file, BENCH_FS_MEM (3G), BENCH_FS_ROUND0 (1: number
+#             of the first round, to add rounds to a saved run), before
+#             vs after, one
+#             boot per kernel and round, the kernels' order alternating by
+#             round (the before kernel must support RWF_DONTCACHE: set
+#             BENCH_BEFORE to a kernel of the series without the patches
+#             under test, not the control kernel)
 #
 # Kernels: after = the patched kernel (make uml), before = BENCH_BEFORE
 # (default: the unpatched control kernel, make uml-control; any kernel
@@ -30,7 +40,7 @@ BEFORE=${BENCH_BEFORE:-$CACHE/build/control/out/linux}
 [ -x "$AFTER" ] || die "no patched UML kernel: run make uml"
 seeds=${BENCH_SEEDS:-003 004 001}
 case " $seeds " in
-*" 004 "*|*" 001 "*)
+*" 004 "*|*" 001 "*|*" fs "*)
 	[ -x "$BEFORE" ] ||
 		die "no 'before' kernel $BEFORE: run make uml-control or set BENCH_BEFORE"
 	;;
@@ -92,8 +102,27 @@ for s in $seeds; do
 				null_blk.discard=1
 		done
 		;;
+	fs)
+		r=${BENCH_FS_ROUND0:-1}
+		while [ $r -lt $((${BENCH_FS_ROUND0:-1} + rounds)) ]; do
+			ks="before after"
+			[ $((r % 2)) = 1 ] || ks="after before"
+			for k in $ks; do
+				kern=$AFTER
+				[ $k = before ] && kern=$BEFORE
+				boot "fs-$k-$r" "$kern" $k "${BENCH_FS_MEM:-3G}" \
+					B_SEED=fs B_ROUND=$r \
+					"B_MIB=${BENCH_FS_MIB:-256}" \
+					"B_FS=$(echo ${BENCH_FS:-f2fs ext4 xfs} | tr ' ' ,)" \
+					"B_SIZES=$(echo ${BENCH_FS_SIZES:-4096 65536 1048576} | tr ' ' ,)" \
+					$nullblk null_blk.gb=2 null_blk.irqmode=1 \
+					null_blk.discard=1
+			done
+			r=$((r + 1))
+		done
+		;;
 	*)
-		die "unknown seed $s (003, 004, 001)"
+		die "unknown seed $s (003, 004, 001, fs)"
 		;;
 	esac
 done

@@ -8,7 +8,9 @@
 # (F2FS image file on the host, BENCH_IMG_SIZE=3G); BENCH_MEM guest memory
 # (default 3G for nullblk, whose data lives in guest memory, 512M for ubd);
 # BENCH_MIB (256), BENCH_CG_MIB (1024), BENCH_CG_MAX (255852544),
-# BENCH_CG_ROUNDS (3).
+# BENCH_CG_ROUNDS (3).  UML_KERNEL runs another kernel binary; BENCH_SAVE=FILE
+# keeps the guest's result lines (scripts/bench-seed000-compare.py puts two
+# such files, before and after, beside seed 000's published numbers).
 source "$(dirname "$0")/common.sh"
 source "$(dirname "$0")/uml-run.sh"
 
@@ -53,4 +55,5 @@ kernel_log_clean "$RUN" bench || die "kernel problems during the benchmark"
 	{ tail -40 "$RUN/bench.console"; die "benchmark failed"; }
 echo "bench: $cmdline ($(( $(date +%s) - t0 ))s)"
 grep '^==' "$RUN/bench.out"
+[ -z "${BENCH_SAVE:-}" ] || cp "$RUN/bench.out" "$BENCH_SAVE"
 python3 "$KP_DIR/scripts/bench-report.py" < "$RUN/bench.out"

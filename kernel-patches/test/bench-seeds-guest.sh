@@ -8,6 +8,8 @@
 # 003: B_DEV (/dev/ubdb, ~2x guest RAM), B_CG_MAX (255852544)
 # 004: B_FIO_SIZE (256M), B_RUNTIME (10 s per iodepth)
 # 001: B_MKFS_S ("1 128": mkfs.f2fs -s values to run)
+# fs:  B_FS (f2fs,ext4,xfs), B_SIZES (4096,65536,1048576), B_MIB (256),
+#      B_ROUND (one round per boot, this number)
 # Every result is one line "<table> kernel=<label> round=<n> key=value...";
 # fio's JSON goes to $T_RUN/fio-<seed>-<label>-<cell>-<round>.json.  The
 # host (scripts/bench-seeds-report.py) turns them into the README tables.
@@ -120,6 +122,42 @@ case $B_SEED in
 			umount "$mnt"
 			r=$((r + 1))
 		done
+	done
+	;;
+fs)
+	# uncached vs buffered sequential writes on each file system, a
+	# fresh file system per file system (mkfs discards the device, which
+	# gives null_blk's memory back); order of the modes alternates by
+	# round and size
+	mib=${B_MIB:-256}
+	r=${B_ROUND:-1}
+	fss=$(echo "${B_FS:-f2fs,ext4,xfs}" | tr , ' ')
+	sizes=$(echo "${B_SIZES:-4096,65536,1048576}" | tr , ' ')
+	echo "== fs round $r: $fss, sizes $sizes, $mib MiB per file"
+	for fs in $fss; do
+		case $fs in
+		f2fs) mk="mkfs.f2fs -q -f" ;;
+		ext4) mk="mkfs.ext4 -q -F" ;;
+		xfs) mk="mkfs.xfs -q -f" ;;
+		*) echo "unknown file system $fs"; exit 1 ;;
+		esac
+		echo "cmd: $mk /dev/nullb0"
+		$mk /dev/nullb0 > /dev/null || exit 1
+		mount -t "$fs" /dev/nullb0 "$mnt" || exit 1
+		i=$r
+		for s in $sizes; do
+			i=$((i + 1))
+			for m in $(order $i normal dontcache); do
+				rm -f "$mnt/bench.dat"
+				drop
+				echo "cmd: bench write $mnt/bench.dat $mib $s $m ($fs)"
+				line=$("$b" write "$mnt/bench.dat" "$mib" "$s" "$m") ||
+					exit 1
+				echo "FSW kernel=$k fs=$fs round=$r $line"
+			done
+		done
+		rm -f "$mnt/bench.dat"
+		umount "$mnt" || exit 1
 	done
 	;;
 *)
