@@ -30,30 +30,35 @@ def seed003(rows):
     w = [d for d in rows if d["table"] == "S3W"]
     if not r and not w:
         return
+    kernels = [k for k in ("before", "after")
+               if any(d["kernel"] == k for d in r + w)]
     print("Seed 003, raw block device (ubd), 1 MiB requests, medians of "
-          f"{len(r) // 2 or len(w) // 2} rounds:\n")
-    print("| test | mode | MB/s (runs) | MB/s median | resident pages at end "
-          "| Cached MiB (avg) | kswapd scan | direct scan | memcg "
+          f"{len(r) // 2 // len(kernels) or len(w) // 2 // len(kernels)} "
+          "rounds:\n")
+    print("| test | kernel | mode | MB/s (runs) | MB/s median | resident pages "
+          "at end | Cached MiB (avg) | kswapd scan | direct scan | memcg "
           "memory.current MiB (avg) | memcg pgscan | memcg pgsteal |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, rs in (("read, device 2x RAM", r), ("write, memcg 244 MiB", w)):
-        for mode in ("normal", "dontcache"):
-            c = [d for d in rs if d["mode"] == mode]
-            if not c:
-                continue
+        for k in kernels:
+            for mode in ("normal", "dontcache"):
+                c = [d for d in rs if d["mode"] == mode and d["kernel"] == k]
+                if not c:
+                    continue
 
-            def m(k):
-                return med([float(d[k]) for d in c if k in d])
-            mc = (f"{m('memcg_current'):.1f}" if "memcg_current" in c[0]
-                  else "—")
-            sc = (f"{m('memcg_scan'):.0f}" if "memcg_scan" in c[0] else "—")
-            st = (f"{m('memcg_steal'):.0f}" if "memcg_steal" in c[0]
-                  else "—")
-            runs = ", ".join(d["mbps"] for d in c)
-            print(f"| {name} | {mode} | {runs} | {m('mbps'):.1f} | "
-                  f"{m('resident'):.0f} | {m('cached'):.1f} | "
-                  f"{m('kswapd_scan'):.0f} | {m('direct_scan'):.0f} | "
-                  f"{mc} | {sc} | {st} |")
+                def m(key):
+                    return med([float(d[key]) for d in c if key in d])
+                mc = (f"{m('memcg_current'):.1f}" if "memcg_current" in c[0]
+                      else "—")
+                sc = (f"{m('memcg_scan'):.0f}" if "memcg_scan" in c[0]
+                      else "—")
+                st = (f"{m('memcg_steal'):.0f}" if "memcg_steal" in c[0]
+                      else "—")
+                runs = ", ".join(d["mbps"] for d in c)
+                print(f"| {name} | {k} | {mode} | {runs} | {m('mbps'):.1f} | "
+                      f"{m('resident'):.0f} | {m('cached'):.1f} | "
+                      f"{m('kswapd_scan'):.0f} | {m('direct_scan'):.0f} | "
+                      f"{mc} | {sc} | {st} |")
     print()
 
 

@@ -6,7 +6,8 @@
 #
 #   seed 003  raw block device (ubd, BENCH3_DEV_SIZE = 2 x guest RAM):
 #             read normal vs RWF_DONTCACHE; write in a memcg with
-#             memory.max 255852544, normal vs RWF_DONTCACHE (patched kernel)
+#             memory.max 255852544, normal vs RWF_DONTCACHE (patched kernel;
+#             BENCH3_KERNELS="before after" runs the before kernel too)
 #   seed 004  fio io_uring 4 KiB buffered randwrite, iodepth 1..16, F2FS on
 #             memory-backed null_blk, before vs after
 #   seed 001  fio bs=512k size=1536M rw=write io_uring iodepth=64
@@ -76,8 +77,14 @@ for s in $seeds; do
 		mem=${BENCH3_MEM:-512M}
 		rm -f "$RUN/raw.img"
 		truncate -s "${BENCH3_DEV_SIZE:-1G}" "$RUN/raw.img"
-		boot seed003 "$AFTER" after "$mem" B_SEED=003 \
-			"ubd1=$RUN/raw.img"
+		# BENCH3_KERNELS="before after": also the before kernel
+		# (which must support RWF_DONTCACHE on block devices)
+		for k in ${BENCH3_KERNELS:-after}; do
+			kern=$AFTER
+			[ $k = before ] && kern=$BEFORE
+			boot "seed003-$k" "$kern" $k "$mem" B_SEED=003 \
+				"ubd1=$RUN/raw.img"
+		done
 		rm -f "$RUN/raw.img"
 		;;
 	004)
