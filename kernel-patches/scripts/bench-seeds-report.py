@@ -119,12 +119,20 @@ def fswrite(rows):
     print("Uncached (dontcache) vs buffered (normal) sequential writes, "
           f"bench write (fsync included), null_blk; MB/s medians of {nr} "
           "rounds (all rounds in brackets), dc/n = ratio of the medians, "
-          "resident = the file's pages cached after close (max over "
-          "rounds):\n")
+          "paired dc/n = median over rounds of the ratio within one boot "
+          "(both modes ran back to back), resident = the file's pages "
+          "cached after close (max over rounds):\n")
     print("| fs | req | before normal | before dontcache | before dc/n "
           "| after normal | after dontcache | after dc/n | dontcache "
-          "after/before | resident dc before / after |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "after/before | paired dc/n before / after | resident dc "
+          "before / after |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+    def paired(n, d):
+        """median over rounds of dontcache/normal within one boot"""
+        nb = {x["round"]: float(x["mbps"]) for x in n}
+        r = [float(x["mbps"]) / nb[x["round"]] for x in d if x["round"] in nb]
+        return f"{med(r):.2f}" if r else "—"
 
     def fmt(ds):
         v = [float(d["mbps"]) for d in ds]
@@ -147,6 +155,10 @@ def fswrite(rows):
                    else f"{req // 1048576} MiB")
             print(f"| {fs} | {lab} | {bns} | {bds} | {bd / bn:.2f} | {ans} "
                   f"| {ads} | {ad / an:.2f} | {ad / bd:.2f} | "
+                  f"{paired(c[('before', 'normal')], c[('before', 'dontcache')])}"
+                  f" / "
+                  f"{paired(c[('after', 'normal')], c[('after', 'dontcache')])}"
+                  " | "
                   f"{res(c[('before', 'dontcache')])} / "
                   f"{res(c[('after', 'dontcache')])} |")
     print()
