@@ -91,6 +91,6 @@ tip=$(git -C "$wt" rev-parse HEAD)
 if [ "${KP_CHECK_COMPILE:-1}" = 1 ]; then
 	t_compile=$(date +%s)
 	compile_each_patch
-	log "per-patch compile: $(series_patches | wc -l) patches, $(wc -w <<<"$CHECK_OBJS")+ objects each, -Werror, $(( $(date +%s) - t_compile ))s"
+	log "per-patch compile: patches ${KP_CHECK_FROM:-1}-$(series_patches | wc -l), $(wc -w <<<"$CHECK_OBJS")+ objects each, -Werror, $(( $(date +%s) - t_compile ))s"
 fi
 log "check: OK"
