@@ -178,10 +178,14 @@ void files_release_all(void)
 		file_free(open_files);
 }
 
-/* Read-ahead buffers of every handle of the inode are stale now. */
-static void data_changed(struct dcfs_inode *inode)
+/*
+ * f changed the data: read-ahead buffers of every handle of the inode are
+ * stale now, and what the backing file looks like after it is the mount's
+ * own (coherence.c).
+ */
+static void data_changed(struct dcfs_file *f)
 {
-	atomic_fetch_add(&inode->data_gen, 1);
+	coherence_landed(f->inode, f->fd);
 }
 
 /* Opens the backing object of inode; an fd shortage shrinks the cache. */
@@ -493,7 +497,7 @@ static ssize_t write_coherent(struct dcfs_file *f, struct fuse_file_info *fi,
 				      len, off);
 		n = f->io->write(f, in, off);
 		if (n >= 0)
-			data_changed(f->inode);
+			data_changed(f);
 		coh_direct_end(ov);
 		return n;
 	}
@@ -509,7 +513,7 @@ static ssize_t write_coherent(struct dcfs_file *f, struct fuse_file_info *fi,
 			coh_patch(f->inode, mem.buf[0].mem, off, (size_t)n, NULL);
 		n = f->io->write(f, &mem, off);
 		if (n >= 0)
-			data_changed(f->inode);
+			data_changed(f);
 		coh_direct_end(ov);
 	}
 	free(mem.buf[0].mem);
@@ -525,6 +529,7 @@ static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 	ssize_t n;
 
 	(void)ino;
+	coh_write_seen(f, fi);
 	wpipe_sync_others(f);
 	/* A deferred error of any handle of the file is this write's answer. */
 	n = wpipe_check(f);
@@ -534,7 +539,7 @@ static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino,
 	if (!n)
 		n = write_coherent(f, fi, in, off);
 	creds_io_end(how);
-	data_changed(f->inode);
+	data_changed(f);
 	if (n > 0)
 		coh_mode_may_change(f->inode, f->fd);
 	if (n < 0) {
@@ -600,7 +605,7 @@ static void dcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 
 	(void)ino;
 	creds_io_end(how);
-	data_changed(f->inode);
+	data_changed(f);
 	if (!err)
 		coh_mode_may_change(f->inode, f->fd);
 	file_put(f);
@@ -726,7 +731,7 @@ static void dcfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 	streams = copy_streams(fin, fout);
 	wpipe_sync_inode(fin->inode);
 	wpipe_sync_inode(fout->inode);
-	data_changed(fout->inode);
+	data_changed(fout);
 	how = creds_io_begin(req);
 	if (streams) {
 		n = copy_uncached(fin, in, fout, out, len);
@@ -743,7 +748,7 @@ static void dcfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 	 * Again once the copy landed: a read-ahead window read meanwhile
 	 * carries the generation bumped before and would be served stale.
 	 */
-	data_changed(fout->inode);
+	data_changed(fout);
 	if (n > 0)
 		coh_mode_may_change(fout->inode, fout->fd);
 	file_put(fin);

@@ -24,7 +24,10 @@
  *     handle exists, and D holds no writes back while the inode is backed
  *     (passthrough.c).
  *   - write-through of an F handle: the kernel updates F itself; drops of
- *     F wait while other writable F handles are open (notify.c, #9).
+ *     F wait while other writable F handles are open (notify.c, #9), and
+ *     all of them once a writable cached handle also reads through the
+ *     cache or a mapping is written back (coh_read_seen(),
+ *     coh_write_seen(), #15).
  *   - write-back of dirty F pages (mappings): lands like any write; while a
  *     direct write of the range is in progress it carries that write's
  *     bytes (below).
@@ -48,6 +51,8 @@
  *      a read-ahead window is tagged with the generation read before its
  *      data: a window read while a change was landing is never served
  *      after it (issue 24 #1: copy_file_range bumped it only before).
+ *      With the bump, B's mtime and size are stamped as the mount's own
+ *      (coherence_landed(), #16).
  *   3. A direct write on an inode F may cache: overlay, write, drop the
  *      range, answer (issue 24 #2 and #3).  F may cache an inode from the
  *      first open of a cached handle or the first page-cache READ of a
@@ -93,6 +98,9 @@
 
 #include "io/io.h"
 
+/* coh_flags: a change from outside not yet seen by an open */
+#define COH_OUTSIDE 4u
+
 /* 32 bits of the stamp's hash, 32 of data_gen: one atomic word. */
 static uint64_t stamp_of(const struct stat *st, uint64_t gen)
 {
@@ -135,7 +143,42 @@ bool coherence_changed_outside(struct dcfs_inode *inode, const struct stat *st,
 	 * matches data_gen, so the next look only records.
 	 */
 	atomic_fetch_add(&inode->data_gen, 1);
+	/*
+	 * For the next open, whoever saw it: a GETATTR that notices the
+	 * change only queues the drop of the FUSE cache, and the open right
+	 * after it (which finds the stamp already recorded) must not keep
+	 * that cache either (#16).
+	 */
+	atomic_fetch_or(&inode->coh_flags, COH_OUTSIDE);
 	return true;
+}
+
+/* Was a change from outside seen since the last open?  Clears it. */
+bool coherence_take_outside(struct dcfs_inode *inode)
+{
+	return atomic_fetch_and(&inode->coh_flags, ~COH_OUTSIDE) & COH_OUTSIDE;
+}
+
+/*
+ * A change through the mount is on the backing file (fd): bump data_gen
+ * and stamp the file as it is now.  Without the stamp, a change from
+ * outside after it but before the next look would carry the new data_gen
+ * and be taken for the mount's own, and an open would keep the old pages
+ * (KNOWN_FAILURES #16: a stream's last data landed at its asynchronous
+ * release, after the next open's look).  A stamp older than another
+ * landing's is not stored over it.
+ */
+void coherence_landed(struct dcfs_inode *inode, int fd)
+{
+	uint64_t gen = atomic_fetch_add(&inode->data_gen, 1) + 1, cur;
+	struct stat st;
+
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return;
+	cur = atomic_load(&inode->seen);
+	if (atomic_load(&inode->data_gen) == gen &&
+	    (!cur || (uint32_t)cur != (uint32_t)gen))
+		atomic_compare_exchange_strong(&inode->seen, &cur, stamp_of(&st, gen));
 }
 
 /* A change through the mount that the data_gen of writes does not count. */
@@ -196,8 +239,27 @@ void coh_read_seen(struct dcfs_file *f, const struct fuse_file_info *fi)
 {
 	if (f->use.direct_io && !fi->lock_owner)
 		coh_may_hold(f->inode);
+	/*
+	 * A handle that writes through the FUSE cache and reads through it
+	 * too (read(2), or faults of a mapping): the same as a write-back
+	 * above, and seen before the first drop (#15).
+	 */
+	if (f->use.cached_writer)
+		notify_writer_mixed(f->inode->nodeid);
 }
 
+
+/*
+ * A write-back of cached pages (FUSE_WRITE_CACHE): the file is mapped
+ * shared and written through the mapping.  From now on the FUSE cache of
+ * the inode is not dropped piecemeal while it is open for writing
+ * (notify.c; KNOWN_FAILURES #15).
+ */
+void coh_write_seen(struct dcfs_file *f, const struct fuse_file_info *fi)
+{
+	if (fi->writepage)
+		notify_writer_mixed(f->inode->nodeid);
+}
 
 void coh_saw_mode(struct dcfs_inode *inode, mode_t mode)
 {

@@ -83,9 +83,12 @@ uint64_t coherence_gen(struct dcfs_inode *inode);
 bool coherence_changed_outside(struct dcfs_inode *inode, const struct stat *st,
 			       uint64_t gen);
 void coherence_changed_inside(struct dcfs_inode *inode);
+void coherence_landed(struct dcfs_inode *inode, int fd);
+bool coherence_take_outside(struct dcfs_inode *inode);
 struct coh_overlay;
 void coh_opened(struct dcfs_file *f, const struct fuse_file_info *fi);
 void coh_read_seen(struct dcfs_file *f, const struct fuse_file_info *fi);
+void coh_write_seen(struct dcfs_file *f, const struct fuse_file_info *fi);
 void coh_saw_mode(struct dcfs_inode *inode, mode_t mode);
 void coh_mode_may_change(struct dcfs_inode *inode, int fd);
 void coh_mode_changed(struct dcfs_inode *inode);
@@ -192,6 +195,7 @@ void notify_inval(fuse_ino_t ino, off_t off, off_t len, unsigned int allowed);
 void notify_inval_range_now(fuse_ino_t ino, off_t off, off_t len);
 void notify_inval_attr_now(fuse_ino_t ino);
 bool notify_writer_open(fuse_ino_t ino);
+void notify_writer_mixed(fuse_ino_t ino);
 void notify_writer_close(fuse_ino_t ino);
 
 /* dropbehind.c */

@@ -230,6 +230,7 @@ int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi)
 	if (fstat(f->fd, &st) < 0)
 		return -errno;
 	outside = coherence_changed_outside(f->inode, &st, gen);
+	outside |= coherence_take_outside(f->inode);
 	coh_saw_mode(f->inode, st.st_mode);
 	if (!S_ISREG(st.st_mode)) {
 		f->io = &io_plain;

@@ -19,6 +19,18 @@
  * handle that asked for the drop (checked when queued and when sent).
  * Such an inode owes the drop: the whole file is dropped once its last
  * writable cached handle is gone, and nothing of a stream stays behind.
+ *
+ * The handle that asks may have writes in flight too, from another thread
+ * of the same open file.  That matters once the file is mapped shared and
+ * written through the mapping: a page dropped while a pwrite's WRITE is on
+ * its way, faulted back in with the old bytes and dirtied, is written back
+ * over the pwrite (tests/KNOWN_FAILURES.md #15).  The daemon cannot see a
+ * WRITE before it arrives, but it sees how the file is used: once a
+ * writable cached handle also reads through the cache (read(2) on it, or
+ * faults of a mapping of it) or a mapping is written back, no range of the
+ * inode is dropped while it has writable cached handles (a mapping keeps
+ * its file open), only the whole file after the last one.  As natively, a
+ * file read and written at once stays cached while open for writing.
  */
 #include <stdlib.h>
 
@@ -39,6 +51,7 @@ struct writers {
 	fuse_ino_t ino;
 	unsigned int n;
 	bool owed; /* a drop was held back */
+	bool mixed; /* read and written through the cache: no drops while open */
 };
 static struct writers *writer_buckets[WRITER_BUCKETS];
 /* The inode whose range is being dropped now; an open of a writable cached
@@ -68,7 +81,7 @@ static bool may_drop(fuse_ino_t ino, unsigned int allowed)
 {
 	struct writers *w = *writers_slot(ino);
 
-	if (!w || w->n <= allowed)
+	if (!w || (w->n <= allowed && !w->mixed))
 		return true;
 	w->owed = true;
 	return false;
@@ -167,6 +180,18 @@ bool notify_writer_open(fuse_ino_t ino)
 	}
 	pthread_mutex_unlock(&qlock);
 	return counted;
+}
+
+/* ino is read and written through the FUSE cache at once (above). */
+void notify_writer_mixed(fuse_ino_t ino)
+{
+	struct writers *w;
+
+	pthread_mutex_lock(&qlock);
+	w = *writers_slot(ino);
+	if (w)
+		w->mixed = true;
+	pthread_mutex_unlock(&qlock);
 }
 
 void notify_writer_close(fuse_ino_t ino)

@@ -431,9 +431,10 @@ static size_t backing_write(struct dcfs_file *f, struct iovec *iov, int cnt,
 	/*
 	 * Acknowledged writes bumped the generation already; landing bumps it
 	 * again, so a read-ahead window read before this is never served
-	 * after it (readahead.c).
+	 * after it (readahead.c), and stamps what the file looks like now,
+	 * so that a change from outside after it is seen as one.
 	 */
-	atomic_fetch_add(&f->inode->data_gen, 1);
+	coherence_landed(f->inode, f->fd);
 	return n;
 }
 
