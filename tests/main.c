@@ -39,8 +39,9 @@ static const struct config configs[] = {
 	{ "xfs-auto", FS_XFS, MM_DAEMON,
 	  "[global]\ndefault = auto\nmin_size = 0\nauto_threshold = 1M\nwindow = 128K\n"
 	  "readahead = 256K\n\n[class video]\nextensions = mkv\npolicy = dontcache-read\n", NULL },
-	/* cached files forwarded by the daemon instead of kernel passthrough */
-	{ "ext4-fwd", FS_EXT4, MM_DAEMON, NULL, "nopassthrough" },
+	/* cached files forwarded by the daemon instead of kernel passthrough;
+	 * and the kernel's permission checks honour POSIX ACLs */
+	{ "ext4-fwd", FS_EXT4, MM_DAEMON, NULL, "nopassthrough,acl" },
 	{ "ext4-bind", FS_EXT4, MM_BIND, NULL, NULL },
 	{ "xfs-bind", FS_XFS, MM_BIND, NULL, NULL },
 };

@@ -133,6 +133,7 @@ struct dcfs_options {
 	char *cache_mode;
 	int nonempty;
 	int nodefault_permissions;
+	int acl; /* -o acl: the kernel checks POSIX ACLs (FUSE_POSIX_ACL) */
 	int max_threads;
 	int stop_timeout; /* seconds SIGTERM waits for open files */
 	int max_idle_threads;

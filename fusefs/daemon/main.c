@@ -70,6 +70,20 @@ static void dcfs_init(void *userdata, struct fuse_conn_info *conn)
 	 * returned.  coherence.c notices changes made outside the mount.
 	 */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	/*
+	 * -o acl: the kernel's permission checks read the access ACL
+	 * (GETXATTR system.posix_acl_access, cached until the inode's
+	 * attributes are refreshed), so named users and groups are granted
+	 * what they are natively.  Not by default: it costs that GETXATTR
+	 * once per inode and attribute refresh, a directory's after every
+	 * change in it.
+	 */
+	if (dcfs.opt.acl) {
+		if (conn->capable & FUSE_CAP_POSIX_ACL)
+			conn->want |= FUSE_CAP_POSIX_ACL;
+		else
+			log_warn("-o acl: the kernel does not offer POSIX ACLs; named ACL entries are not honoured\n");
+	}
 	/* The umask is applied by the backing filesystem: see umask.c. */
 	if (conn->capable & FUSE_CAP_DONT_MASK)
 		conn->want |= FUSE_CAP_DONT_MASK;

@@ -36,6 +36,8 @@ static const struct fuse_opt dcfs_opts[] = {
 	DCFS_OPT("cache=%s", cache_mode, 0),
 	DCFS_OPT("nonempty", nonempty, 1),
 	DCFS_OPT("nodefault_permissions", nodefault_permissions, 1),
+	DCFS_OPT("acl", acl, 1),
+	DCFS_OPT("noacl", acl, 0),
 	DCFS_OPT("max_threads=%d", max_threads, 0),
 	DCFS_OPT("max_idle_threads=%d", max_idle_threads, 0),
 	DCFS_OPT("stop_timeout=%d", stop_timeout, 0),
@@ -221,6 +223,8 @@ void options_usage(const char *prog)
 	       "                           the kernel trusts names and attributes\n"
 	       "    -o nonempty            allow a non-empty mount point\n"
 	       "    -o nodefault_permissions  do not let the kernel check permissions\n"
+	       "    -o acl                 the kernel's permission checks honour POSIX\n"
+	       "                           ACLs (named users and groups), as natively\n"
 	       "    -o max_threads=N       /dev/fuse worker threads (default: CPUs, at\n"
 	       "                           least 2; io_uring: 4 per CPU)\n"
 	       "    -o max_idle_threads=N  idle workers kept (-1: all)\n"
@@ -290,6 +294,11 @@ int options_validate(const struct dcfs_options *opt)
 	if (opt->allow_other && opt->allow_root) {
 		fprintf(stderr,
 			"dcfs: allow_other and allow_root exclude each other (allow_other already lets root in)\n");
+		return -EINVAL;
+	}
+	if (opt->acl && opt->nodefault_permissions) {
+		fprintf(stderr,
+			"dcfs: acl and nodefault_permissions exclude each other (ACLs are checked by the kernel's permission checks)\n");
 		return -EINVAL;
 	}
 	if (opt->stop_timeout < 0 || opt->stop_timeout > 86400) {

@@ -59,7 +59,7 @@ static const char *const mount_only_prefix[] = { "comment=", "x-", NULL };
  * would never return.
  */
 static const char *const known[] = {
-	"nonempty", "nodefault_permissions", "default_permissions",
+	"nonempty", "nodefault_permissions", "default_permissions", "acl", "noacl",
 	"allow_other", "allow_root", "clone_fd", "nopassthrough", "uring", "nouring", "auto_unmount", "blkdev",
 	"rw", "ro", "suid", "nosuid", "dev", "nodev", "exec", "noexec",
 	"async", "sync", "dirsync", "atime", "noatime", NULL
@@ -343,7 +343,7 @@ static const struct flag_opt flag_opts[] = {
 
 /* Fixed while the daemon runs (or FUSE's own): accepted, changed nothing. */
 static const char *const remount_fixed[] = {
-	"remount", "default_permissions", NULL
+	"remount", "default_permissions", "acl", "noacl", NULL
 };
 static const char *const remount_fixed_prefix[] = {
 	"user_id=", "group_id=", "rootmode=", "fd=", NULL
