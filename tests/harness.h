@@ -97,6 +97,8 @@ int daemon_spawn(struct daemon *d, const char *tag, char *const argv[]);
 int daemon_wait_mounted(struct daemon *d, char *err, size_t errlen);
 /* Wait for daemon exit, returns raw wait status or -1 on timeout. */
 int daemon_wait_exit(struct daemon *d, double timeout_s);
+dev_t mount_dev(const char *mnt);
+int daemon_wait_unmounted(struct daemon *d, pid_t pid, dev_t dev, double timeout_s);
 void daemon_kill(struct daemon *d);
 /* pid of a running process (not mount*) with mnt as an argument, or -1 */
 pid_t find_daemon_for(const char *mnt);

@@ -83,12 +83,13 @@ int own_mount_start_argv(struct own_mount *m, const char *root, const char *tag,
 int own_mount_stop(struct own_mount *m, char *err, size_t errlen)
 {
 	char out[4096];
+	dev_t dev = mount_dev(m->mnt);
 	int rc = run_cmd(out, sizeof out, "fusermount3 -u -z '%s'", m->mnt);
 	if (rc != 0) {
 		snprintf(err, errlen, "fusermount3 -u -z %s failed (%d): %s", m->mnt, rc, out);
 		return -1;
 	}
-	int st = daemon_wait_exit(&m->d, 10);
+	int st = daemon_wait_unmounted(&m->d, 0, dev, 10);
 	char *log = read_file_str(m->d.log);
 	int ret = 0;
 	const char *p;
