@@ -241,13 +241,12 @@ void coh_read_seen(struct dcfs_file *f, const struct fuse_file_info *fi)
 		coh_may_hold(f->inode);
 	/*
 	 * A handle that writes through the FUSE cache and reads through it
-	 * too (read(2), or faults of a mapping): the same as a write-back
-	 * above, and seen before the first drop (#15).
+	 * too (read(2), or faults of a mapping): as for a write-back of a
+	 * mapping (coh_write_seen()), and seen before the first drop (#15).
 	 */
 	if (f->use.cached_writer)
 		notify_writer_mixed(f->inode->nodeid);
 }
-
 
 /*
  * A write-back of cached pages (FUSE_WRITE_CACHE): the file is mapped
