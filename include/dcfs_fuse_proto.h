@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * FUSE protocol names Debian 12's <linux/fuse.h> (7.38) lacks: kernel
- * passthrough (7.40) and the uncached passthrough of this project's kernel
- * series (kernel-patches/0022, not in mainline).  The struct layouts are the
+ * passthrough (7.40), and the uncached passthrough (kernel-patches/0022) and
+ * backing-inode attributes (0028-0029) of this project's kernel series, not
+ * in mainline.  The struct layouts are the
  * header's; the fields 7.40 gave names to were padding before, and the
  * asserts pin where they are.  Used by the daemon (fusefs/io/passthrough.c) and
  * by the kernel series' own FUSE server test
@@ -29,6 +30,15 @@
 #define PT_INIT_ALLOW_MMAP (1ULL << 36)	 /* FUSE_DIRECT_IO_ALLOW_MMAP */
 #define PT_INIT_PASSTHROUGH (1ULL << 37) /* FUSE_PASSTHROUGH */
 #define PT_INIT_DONTCACHE (1ULL << 56)	 /* FUSE_PASSTHROUGH_DONTCACHE */
+/*
+ * FUSE_PASSTHROUGH_ATTR: the server says a passthrough file's size, blocks,
+ * times and security xattrs are its backing inode's; the kernel then copies
+ * them from the backing inode after passthrough writes, fallocate and
+ * O_TRUNC opens instead of asking (no GETATTR for stat after a write), and
+ * takes S_NOSEC from it (no GETXATTR security.capability at the first
+ * write).  Next to bit 56, as far from mainline's allocations.
+ */
+#define PT_INIT_ATTR (1ULL << 57)
 #define PT_FLAGS2(flag) ((uint32_t)((flag) >> 32))
 
 #define PT_FOPEN_PASSTHROUGH (1U << 7)
@@ -46,6 +56,8 @@
 #define PT_MAINLINE_INIT 0x0000ffffffffffffULL
 _Static_assert(!(PT_FOPEN_DONTCACHE & PT_MAINLINE_FOPEN), "open bits");
 _Static_assert(!(PT_INIT_DONTCACHE & PT_MAINLINE_INIT), "INIT bit");
+_Static_assert(!(PT_INIT_ATTR & PT_MAINLINE_INIT), "INIT bit");
+_Static_assert(PT_INIT_ATTR != PT_INIT_DONTCACHE, "INIT bits");
 
 struct pt_backing_map {
 	int32_t fd;
@@ -65,6 +77,9 @@ _Static_assert(FUSE_DEV_IOC_BACKING_CLOSE == PT_IOC_BACKING_CLOSE, "BACKING_CLOS
 _Static_assert(FUSE_PASSTHROUGH_DONTCACHE == PT_INIT_DONTCACHE, "INIT bit");
 _Static_assert(FOPEN_PASSTHROUGH_DONTCACHE_READ == PT_FOPEN_DONTCACHE_READ, "READ");
 _Static_assert(FOPEN_PASSTHROUGH_DONTCACHE_WRITE == PT_FOPEN_DONTCACHE_WRITE, "WRITE");
+#endif
+#ifdef FUSE_PASSTHROUGH_ATTR
+_Static_assert(FUSE_PASSTHROUGH_ATTR == PT_INIT_ATTR, "INIT bit");
 #endif
 _Static_assert(sizeof(struct pt_backing_map) == 16, "fuse_backing_map");
 _Static_assert(sizeof(struct fuse_in_header) == 40, "fuse_in_header");

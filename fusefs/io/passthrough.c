@@ -159,6 +159,7 @@ static struct {
 	_Atomic bool on;      /* requested at INIT and not withdrawn */
 	_Atomic bool mmap;    /* FUSE_DIRECT_IO_ALLOW_MMAP granted */
 	_Atomic bool dontcache; /* uncached passthrough accepted at INIT */
+	_Atomic bool attr;	/* backing-inode attributes accepted at INIT */
 	_Atomic bool init_seen;
 	_Atomic uint64_t init_unique;
 	_Atomic uint32_t init_flags, init_flags2;
@@ -763,17 +764,28 @@ static ssize_t write_init(int fd, struct iovec *iov, int count)
 			out->flags2 |= PT_FLAGS2(PT_INIT_DONTCACHE);
 			atomic_store(&pt.dontcache, true);
 		}
+		/*
+		 * dcfs reports size, blocks, times and xattrs as the backing
+		 * inode has them, and holds no write back while the kernel has
+		 * the backing file (passthrough_backed()): the kernel may take
+		 * them from the backing inode itself.
+		 */
+		if (offer & PT_FLAGS2(PT_INIT_ATTR)) {
+			out->flags2 |= PT_FLAGS2(PT_INIT_ATTR);
+			atomic_store(&pt.attr, true);
+		}
 	} else {
 		snprintf(pt.off_reason, sizeof(pt.off_reason), "%s",
 			 pt.disabled ? "-o nopassthrough" :
 			 pt.no_admin ? "the daemon lacks CAP_SYS_ADMIN" :
 				       "the kernel does not offer it");
 	}
-	log_info("passthrough: %s%s%s; uncached passthrough %s; direct-I/O shared mmap %s\n",
+	log_info("passthrough: %s%s%s; uncached passthrough %s; attributes from the backing inode %s; direct-I/O shared mmap %s\n",
 		 atomic_load(&pt.on) ? "on" : "off (",
 		 atomic_load(&pt.on) ? "" : pt.off_reason,
 		 atomic_load(&pt.on) ? "" : ")",
 		 atomic_load(&pt.dontcache) ? "on" : "not offered",
+		 atomic_load(&pt.attr) ? "on" : "not offered",
 		 atomic_load(&pt.mmap) ? "allowed" : "not offered (ENODEV)");
 	return write_init_reply(fd, buf, len);
 }
