@@ -13,6 +13,10 @@
 #                     dcfs over F2FS, with uncached
 #                     passthrough and with its own engine (gating; skipped only if
 #                     build/dcfs is missing or lacks the dontcache class)
+#                     and the meta stage: FUSE round trips per file of
+#                     dcfs's metadata operations over ext4 (exact counts,
+#                     gating), set-id clearing through passthrough
+#   KP_STAGES="meta dcfs" test.sh patched   only the stages named
 #   test.sh control   unpatched kernel: RWF_DONTCACHE must fail (EOPNOTSUPP);
 #                     FUSE_PASSTHROUGH_DONTCACHE not offered, its open
 #                     flags refused (fuse-pt-control)
@@ -39,6 +43,9 @@ gcc -O2 -Wall -Wextra -Werror -static -pthread -I"$KP_DIR/../include" \
 	"$KP_DIR/test/fuse_pt_test.c" || die "building fuse_pt_test failed"
 
 pass=0 fail=0 skip=0 t_start=$(date +%s)
+# KP_STAGES="NAME ..." runs only the stages named (patched variant; the
+# names of the stage lines below, e.g. "meta" or "fuse-pt dcfs")
+want() { [ -z "${KP_STAGES:-}" ] || grep -qw -- "$1" <<<"$KP_STAGES"; }
 stage() {	# $1 = name
 	local name=$1 ok=1 rc
 	rc=$(cat "$RUN/$name.rc" 2>/dev/null || echo none)
@@ -79,29 +86,34 @@ kasan)
 	;;
 patched)
 	# 1. the F2FS proof on ubd (completes in the ubd interrupt handler)
+	if want patched; then
 	make_f2fs_image "$RUN/f2fs.img" 1G
 	UML_EXTRA="T_GCWORK=1" \
 		uml_boot "$KERNEL" patched run "$RUN" "$RUN/f2fs.img" 900
 	f2fs_image_clean "$RUN/f2fs.img" "$RUN/patched.fsck" ||
 		echo fsck > "$RUN/patched.rc"
 	stage patched
+	fi
 
 	# 1b. the same on large sections (mkfs.f2fs -s 128: 256 MiB sections,
 	#     and 7 GiB of GC reserve, so a 16 GiB sparse image) with more
 #     rounds of the write/delete/GC workload:
 	#     the per-section ckpt_valid_blocks cache (CONFIG_F2FS_CHECK_FS
 	#     cross-checks it in the guest), fsck.f2fs on the host afterwards
+	if want f2fs-s128; then
 	make_f2fs_image "$RUN/f2fs.img" 16G -s 128
 	UML_EXTRA="T_GCWORK=3" \
 		uml_boot "$KERNEL" f2fs-s128 run "$RUN" "$RUN/f2fs.img" 900
 	f2fs_image_clean "$RUN/f2fs.img" "$RUN/f2fs-s128.fsck" ||
 		echo fsck > "$RUN/f2fs-s128.rc"
 	stage f2fs-s128
+	fi
 
 	# 2. F2FS on memory-backed null_blk: completion in the submitter's
 	#    context (irqmode=0), in softirq (1) and from a timer (2)
 	make_f2fs_image "$RUN/f2fs.img" 64M	# ubd0 must exist; unused
 	for irq in 0 1 2; do
+		want "nullblk-irq$irq" || continue
 		UML_EXTRA="T_DEV=/dev/nullb0 T_MKFS=1 null_blk.nr_devices=1
 null_blk.memory_backed=1 null_blk.gb=1 null_blk.bs=4096 null_blk.irqmode=$irq" \
 			uml_boot "$KERNEL" "nullblk-irq$irq" quick "$RUN" \
@@ -110,6 +122,7 @@ null_blk.memory_backed=1 null_blk.gb=1 null_blk.bs=4096 null_blk.irqmode=$irq" \
 	done
 
 	# 3. the raw block device, ext2, exFAT, ext4 and xfs
+	if want blockfs; then
 	truncate -s 0 "$RUN/raw.img"
 	truncate -s 64M "$RUN/raw.img"
 	make_blockfs_images "$RUN"
@@ -118,11 +131,13 @@ ubd4=$RUN/xfs.img" \
 		uml_boot "$KERNEL" blockfs blockfs "$RUN" "$RUN/raw.img" 600
 	stage blockfs
 	rm -f "$RUN"/{raw,ext2,exfat,ext4,xfs}.img
+	fi
 
 	# 3b. FUSE passthrough with uncached backing I/O (patches 21-22),
 	#     without dcfs: fuse_pt_test is its own FUSE server; backing
 	#     files on F2FS (ubd0), ext4 (ubd1) and xfs (ubd2), the refusal
 	#     on tmpfs
+	if want fuse-pt; then
 	cp "$KP_DIR/test/fuse-pt-guest.sh" "$RUN/"
 	make_f2fs_image "$RUN/f2fs.img" 1G
 	make_blockfs_images "$RUN"
@@ -130,22 +145,47 @@ ubd4=$RUN/xfs.img" \
 		uml_boot "$KERNEL" fuse-pt script "$RUN" "$RUN/f2fs.img" 900
 	stage fuse-pt
 	rm -f "$RUN"/{ext2,exfat,ext4,xfs}.img
+	fi
 
 	# 4. dcfs over F2FS inside the patched guest
 	DCFS=$KP_DIR/../build/dcfs
-	if [ ! -x "$DCFS" ]; then
+	if ! want dcfs && ! want meta; then
+		:
+	elif [ ! -x "$DCFS" ]; then
 		log "stage dcfs: SKIPPED: $DCFS does not exist (build it with make -C $(cd "$KP_DIR/.." && pwd))"
 		skip=$((skip + 1))
 	elif ! "$KP_DIR/test/dcfs-supported.sh" "$DCFS"; then
 		log "stage dcfs: SKIPPED: $DCFS does not support the dontcache class"
 		skip=$((skip + 1))
 	else
-		cp "$KP_DIR/test/dcfs-guest.sh" "$KP_DIR/test/dcfs-common.sh" "$RUN/"
+		cp "$KP_DIR/test/dcfs-guest.sh" "$KP_DIR/test/dcfs-common.sh" \
+			"$KP_DIR/test/meta-guest.sh" "$RUN/"
 		make_f2fs_image "$RUN/f2fs.img" 512M
 		DCFS_BIN=$(cd "$(dirname "$DCFS")" && pwd)/dcfs
 		echo "$DCFS_BIN" > "$RUN/dcfs-path"
-		uml_boot "$KERNEL" dcfs dcfs "$RUN" "$RUN/f2fs.img" 600
-		stage dcfs
+		if want dcfs; then
+			uml_boot "$KERNEL" dcfs dcfs "$RUN" "$RUN/f2fs.img" 600
+			stage dcfs
+		fi
+
+		# 5. metadata round trips of dcfs over ext4 (counted by
+		#    dcfs; gating: META_GATE=0 only prints them), set-id
+		#    bits and capabilities dropped by passthrough writes;
+		#    META_TIME=N adds timed runs of N files against native
+		#    ext4 (META_ROUNDS rounds)
+		if want meta; then
+			rm -f "$RUN/ext4.img"
+			truncate -s 2G "$RUN/ext4.img"
+			mkfs.ext4 -q -F "$RUN/ext4.img" >/dev/null ||
+				die "mkfs.ext4 failed"
+			UML_EXTRA="T_SCRIPT=meta-guest.sh ubd1=$RUN/ext4.img
+T_META_FILES=${META_FILES:-2000} T_META_TIME=${META_TIME:-0}
+T_META_ROUNDS=${META_ROUNDS:-3} T_META_GATE=${META_GATE:-1}" \
+				uml_boot "$KERNEL" meta script "$RUN" \
+				"$RUN/f2fs.img" "${META_TIMEOUT:-900}"
+			stage meta
+			rm -f "$RUN/ext4.img"
+		fi
 	fi
 	;;
 esac

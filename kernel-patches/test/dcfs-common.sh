@@ -1,12 +1,23 @@
 #!/bin/sh
-# Sourced by the dcfs guest scripts (dcfs-guest.sh, dcfs-bench-guest.sh),
-# which the host copies into $T_RUN together with this file.
+# Sourced by the dcfs guest scripts (dcfs-guest.sh, meta-guest.sh,
+# dcfs-bench-guest.sh), which the host copies into $T_RUN together with
+# this file.
 
-# dcfs_start DCFS BACKING MOUNTPOINT CONFIG LOG: mounts dcfs in the
-# foreground in the background, sets $pid; fails (with the log) if the
-# mount does not appear within 20 s
+# Checks of the gating guest scripts: PASS/FAIL lines, counted; rc fails
+# the stage.
+rc=0
+passed=0
+failed=0
+pass() { echo "PASS: $*"; passed=$((passed + 1)); }
+fail() { echo "FAIL: $*"; failed=$((failed + 1)); rc=1; }
+
+# dcfs_start DCFS BACKING MOUNTPOINT CONFIG LOG [OPTIONS]: mounts dcfs in
+# the foreground in the background (OPTIONS, e.g. "-o allow_other", added
+# to its command line), sets $pid; fails (with the log) if the mount does
+# not appear within 20 s
 dcfs_start() {
-	"$1" -f -o config="$4" "$2" "$3" > "$5" 2>&1 &
+	# shellcheck disable=SC2086
+	"$1" -f -o config="$4" ${6:-} "$2" "$3" > "$5" 2>&1 &
 	pid=$!
 	i=0
 	until grep -q " $3 fuse" /proc/mounts; do

@@ -15,13 +15,7 @@ t=$run/bin/dontcache_test
 backing=$mnt/dcfs-backing
 mp=$run/dcfs-mnt
 cfg=$run/dcfs.conf
-rc=0
-passed=0
-failed=0
 . "$run/dcfs-common.sh"
-
-pass() { echo "PASS: $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); rc=1; }
 
 # requests of opcode $1 dcfs has received (dcfs stat --json), 0 if none
 requests() {

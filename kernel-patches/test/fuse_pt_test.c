@@ -1070,9 +1070,11 @@ static int print_offer(void)
 	uint64_t offer = atomic_load(&srv.offered);
 
 	printf("kernel INIT flags 0x%016llx: FUSE_PASSTHROUGH %s, "
-	       "FUSE_PASSTHROUGH_DONTCACHE %s\n", (unsigned long long)offer,
+	       "FUSE_PASSTHROUGH_DONTCACHE %s, FUSE_PASSTHROUGH_ATTR %s\n",
+	       (unsigned long long)offer,
 	       offer & PT_INIT_PASSTHROUGH ? "offered" : "not offered",
-	       offer & PT_INIT_DONTCACHE ? "offered" : "not offered");
+	       offer & PT_INIT_DONTCACHE ? "offered" : "not offered",
+	       offer & PT_INIT_ATTR ? "offered" : "not offered");
 	return !!(offer & PT_INIT_DONTCACHE);
 }
 
@@ -1084,11 +1086,16 @@ static int offer(const char *expect)
 	yes = print_offer();
 	check(!!(atomic_load(&srv.offered) & PT_INIT_PASSTHROUGH),
 	      "the kernel offers FUSE_PASSTHROUGH");
-	if (expect && !strcmp(expect, "expect-yes"))
+	if (expect && !strcmp(expect, "expect-yes")) {
 		check(yes, "the kernel offers FUSE_PASSTHROUGH_DONTCACHE");
-	else if (expect && !strcmp(expect, "expect-no"))
+		check(!!(atomic_load(&srv.offered) & PT_INIT_ATTR),
+		      "the kernel offers FUSE_PASSTHROUGH_ATTR");
+	} else if (expect && !strcmp(expect, "expect-no")) {
 		check(!yes, "the kernel does not offer "
 		      "FUSE_PASSTHROUGH_DONTCACHE");
+		check(!(atomic_load(&srv.offered) & PT_INIT_ATTR),
+		      "the kernel does not offer FUSE_PASSTHROUGH_ATTR");
+	}
 	server_stop();
 	return summary();
 }

@@ -1,0 +1,285 @@
+#!/bin/sh
+# meta stage (T_MODE=script), run inside the UML guest: FUSE round trips
+# per file of dcfs's metadata operations, counted exactly by dcfs's own
+# request counters, and their time against native ext4 in the same guest.
+# ubd1 is an ext4 image; dcfs is mounted over a directory of it.
+#
+#   $1 = bin directory, $2 = mount directory (host side: T_RUN/bin, T_RUN/mnt)
+#
+# Environment (kernel command line, scripts/test.sh):
+#   T_META_FILES  files of the counted phases (default 2000)
+#   T_META_TIME   files of the timed runs, 0 = none (default 0)
+#   T_META_ROUNDS timed rounds, native and dcfs alternating (default 3)
+#   T_META_GATE   1: fail unless the counts reach what this kernel's patches
+#                 promise (create+write+close <= 3, stat after write 0,
+#                 unlink <= 2, no GETXATTR); 0: only print them
+#
+# Phases, each in a fresh directory state, as tests/bench/roundtrip.sh --ops
+# does them on the host: create + 1 KiB write + close, stat, unlink,
+# stat-missing+create (a stat that finds the name missing, then O_CREAT
+# without O_EXCL), find -printf '%s' cold (fresh mount) and warm.  With
+# the default options each phase starts 2 s after the one before, so the
+# 1 s entry and attribute timeouts have expired ("stat" is then a LOOKUP).
+# "stat after write" is stat(2) of every file right after the create phase
+# on a mount whose timeouts (30 s) outlast the phase: what is left is what
+# the writes invalidated.
+bin=$1
+mnt=$2
+run=$T_RUN
+dcfs=$(cat "$run/dcfs-path")
+io=$(dirname "$dcfs")/dcfs-io
+N=${T_META_FILES:-2000}
+NT=${T_META_TIME:-0}
+ROUNDS=${T_META_ROUNDS:-3}
+GATE=${T_META_GATE:-1}
+. "$run/dcfs-common.sh"
+
+# Short paths: dcfs-io meta names its files in a 64-byte buffer.  /tmp is
+# the guest's own tmpfs unless the run directory is below it.
+top=$(mktemp -d /tmp/meta.XXXXXX)
+chmod 755 "$top"	# uid 1000 writes below it (set-id checks)
+ext4=$top/e
+mkdir -p "$ext4"
+mount -t ext4 /dev/ubdb "$ext4" || { echo "FAIL: mount ext4 /dev/ubdb"; exit 1; }
+backing=$ext4/b
+native=$ext4/n
+mp=$top/m
+mkdir -p "$backing/tree" "$native" "$mp"
+echo "meta: $(uname -r), ext4 on /dev/ubdb, $(nproc) CPU, dcfs $dcfs"
+
+# "opcode count" lines of dcfs's request counters
+op_counts() {
+	"$dcfs" stat --json "$mp" 2>/dev/null |
+		sed -n 's/.*"requests":{\([^}]*\)}.*/\1/p' | tr ',' '\n' |
+		tr -d '"' | tr ':' ' ' | sort
+}
+
+# mount_dcfs [OPTS]: dcfs over $backing on $mp, default config
+mount_dcfs() {
+	dcfs_start "$dcfs" "$backing" "$mp" none "$run/meta-dcfs.log" "${1:-}" ||
+		exit 1
+}
+
+umount_dcfs() {
+	umount "$mp" || { fail "umount $mp"; umount -l "$mp"; }
+	wait "$pid"
+}
+
+# phase NAME CMD...: runs CMD and appends "NAME opcode per-file" lines for
+# the requests it caused to $run/meta.ops (INIT and STATFS are the mount's,
+# the counters' own GETXATTR is below 1/N and rounds away)
+phase() {
+	name=$1
+	shift
+	op_counts > "$run/meta.before"
+	"$@" > /dev/null || fail "$name: $* failed"
+	op_counts > "$run/meta.after"
+	join -a 2 -e 0 -o 0,1.2,2.2 "$run/meta.before" "$run/meta.after" |
+		awk -v p="$name" -v n="$N" '$1 != "init" && $1 != "statfs" &&
+			$3 - $2 > 0 { printf "%s %s %.2f\n", p, $1, ($3 - $2) / n }' \
+		>> "$run/meta.ops"
+}
+
+# total NAME: round trips per file of phase NAME (forgets get no reply)
+total() {
+	awk -v p="$1" '$1 == p && $2 != "forget" && $2 != "batch_forget" {
+		t += $3 } END { printf "%.2f", t }' "$run/meta.ops"
+}
+
+# count NAME OPCODE: requests of OPCODE per file in phase NAME
+count() {
+	awk -v p="$1" -v o="$2" '$1 == p && $2 == o { t += $3 }
+		END { printf "%.2f", t }' "$run/meta.ops"
+}
+
+: > "$run/meta.ops"
+"$io" tree "$backing/tree" "$N" 1K || fail "dcfs-io tree"
+
+echo "== round trips per file, default options, $N files of 1 KiB"
+mount_dcfs
+mkdir "$mp/meta"
+sleep 2; phase create+write+close "$io" meta "$mp/meta" "$N" 1K create
+sleep 2; phase stat "$io" meta "$mp/meta" "$N" 1K stat
+sleep 2; phase unlink "$io" meta "$mp/meta" "$N" 1K unlink
+sleep 2; phase stat-missing+create "$io" meta "$mp/meta" "$N" 1K probe
+sleep 2; "$io" meta "$mp/meta" "$N" 1K unlink > /dev/null
+umount_dcfs
+mount_dcfs
+phase find-cold find "$mp/tree" -printf '%s\n'
+sleep 2; phase find-warm find "$mp/tree" -printf '%s\n'
+umount_dcfs
+
+echo "== round trips per file, attr_timeout=30,entry_timeout=30"
+mount_dcfs "-o attr_timeout=30,entry_timeout=30"
+mkdir -p "$mp/meta"
+phase create+write+close/30s "$io" meta "$mp/meta" "$N" 1K create
+phase stat-after-write/30s "$io" meta "$mp/meta" "$N" 1K stat
+# what that stat answered from the kernel's cache is the backing file's
+# size, blocks, mtime and ctime
+bad=0
+for i in 0000000 0000999 $(printf %07d $((N - 1))); do
+	a=$(stat -c '%s %b %Y %Z' "$mp/meta/f$i") b=$(stat -c '%s %b %Y %Z' "$backing/meta/f$i")
+	[ "$a" = "$b" ] || { bad=1; echo "f$i: mount $a, ext4 $b (size blocks mtime ctime)"; }
+done
+if [ $bad = 0 ]; then
+	pass "size, blocks, mtime, ctime through the mount after the writes are the backing files'"
+else
+	fail "attributes through the mount differ from the backing files'"
+fi
+phase unlink/30s "$io" meta "$mp/meta" "$N" 1K unlink
+umount_dcfs
+
+echo
+echo "| phase | round trips per file | requests per file by opcode |"
+echo "|---|---:|---|"
+for p in create+write+close stat unlink stat-missing+create find-cold \
+	 find-warm create+write+close/30s stat-after-write/30s unlink/30s; do
+	ops=$(awk -v p="$p" '$1 == p { printf "%s%s %s", s, $2, $3; s = ", " }' \
+		"$run/meta.ops")
+	echo "| $p | $(total "$p") | ${ops:-none} |"
+done
+echo
+
+# check NAME LIMIT WHAT: the phase's round trips per file are <= LIMIT
+check() {
+	t=$(total "$1")
+	if awk -v t="$t" -v l="$2" 'BEGIN { exit !(t <= l) }'; then
+		pass "$1: $t round trips per file (<= $2: $3)"
+	elif [ "$GATE" = 1 ]; then
+		fail "$1: $t round trips per file, more than $2 ($3)"
+	else
+		echo "info: $1: $t round trips per file (patched target <= $2)"
+	fi
+}
+check create+write+close 3 "LOOKUP, CREATE, RELEASE"
+check create+write+close/30s 3 "LOOKUP, CREATE, RELEASE"
+check stat-after-write/30s 0 "attributes copied from the backing inode"
+check unlink 2 "LOOKUP, UNLINK"
+check unlink/30s 2 "LOOKUP, UNLINK"
+for p in create+write+close create+write+close/30s unlink unlink/30s; do
+	for op in getattr getxattr; do
+		c=$(count "$p" "$op")
+		if [ "$c" = 0.00 ]; then
+			pass "$p: no $op"
+		elif [ "$GATE" = 1 ]; then
+			fail "$p: $c $op per file"
+		else
+			echo "info: $p: $c $op per file"
+		fi
+	done
+done
+
+echo "== set-id bits and file capabilities are still dropped by writes"
+# Written by uid 1000 through the mount (allow_other): the kernel must
+# still drop the set-id bits (the writer has no CAP_FSETID) and the
+# capability (always), although passthrough inodes take S_NOSEC from the
+# backing inode.
+mount_dcfs "-o allow_other"
+w1k() { head -c 1024 /dev/zero | setpriv --reuid=1000 --regid=1000 --clear-groups \
+	dd of="$1" bs=1024 conv=notrunc 2>/dev/null; }
+# requests of opcode $1 dcfs has received so far
+nreq() { op_counts | awk -v o="$1" '$1 == o { n = $2 } END { print n + 0 }'; }
+# setid_check NAME WANT: the mode of NAME through the mount and on ext4 after
+# a write by uid 1000.  On ext4 at once; through the mount at once when
+# the write was a passthrough write (no WRITE request reached dcfs: the
+# kernel took the mode's set-id bits from the backing inode), else after
+# the attribute timeout (dcfs wrote, the kernel's cached mode may be stale
+# until then, as on a stock kernel)
+setid_check() {
+	now=$(stat -c %a "$mp/$1") back=$(stat -c %a "$backing/$1")
+	how="passthrough write"
+	if [ "$(nreq write)" != "$w0" ]; then
+		how="written by dcfs"
+		sleep 1.2
+	fi
+	later=$(stat -c %a "$mp/$1")
+	if [ "$back" = "$2" ] && [ "$later" = "$2" ] &&
+	   { [ "$how" != "passthrough write" ] || [ "$now" = "$2" ]; }; then
+		pass "$1 written by uid 1000 ($how): mode $now through the mount at once, $later later, $back on ext4"
+	else
+		fail "$1 written by uid 1000 ($how): mode $now through the mount at once, $later later, $back on ext4 (want $2)"
+	fi
+}
+for spec in suid:4755:755 sgid:2775:775 both:6775:775; do
+	f=${spec%%:*} m=${spec#*:} want=${spec##*:}
+	m=${m%%:*}
+	head -c 4096 /dev/zero > "$mp/$f"
+	chown 1000:1000 "$mp/$f"
+	chmod "$m" "$mp/$f"
+	w0=$(nreq write)
+	op_counts > "$run/meta.before"
+	echo "$f: before the write: mount $(stat -c %a "$mp/$f"), ext4 $(stat -c %a "$backing/$f")"
+	w1k "$mp/$f" || fail "write $f as uid 1000"
+	op_counts > "$run/meta.after"
+	echo "$f: requests of the write: $(join -a 2 -e 0 -o 0,1.2,2.2 "$run/meta.before" "$run/meta.after" | awk '$3 != $2 { printf "%s %d ", $1, $3 - $2 }')"
+	setid_check "$f" "$want"
+done
+# a plain file, written once (S_NOSEC taken from the backing inode), then
+# made set-uid and written again
+head -c 4096 /dev/zero > "$mp/later"
+chown 1000:1000 "$mp/later"
+chmod 755 "$mp/later"
+w1k "$mp/later" || fail "write later as uid 1000"
+chmod 4755 "$mp/later"
+w0=$(nreq write)
+w1k "$mp/later" || fail "write later (set-uid) as uid 1000"
+setid_check later 755
+# file capability: v2 capability set (cap_net_raw permitted), set on the
+# backing file; a write through the mount must remove it
+head -c 4096 /dev/zero > "$mp/cap"
+chown 1000:1000 "$mp/cap"
+chmod 755 "$mp/cap"
+if setfattr -n security.capability -v 0sAQAAAgAgAAAAAAAAAAAAAAAAAAA= "$backing/cap" 2>/dev/null; then
+	w1k "$mp/cap" || fail "write cap as uid 1000"
+	if getfattr -n security.capability "$backing/cap" > /dev/null 2>&1; then
+		fail "security.capability still set after a write through the mount"
+	else
+		pass "security.capability removed by a write through the mount"
+	fi
+else
+	echo "info: setfattr security.capability failed; capability check skipped"
+fi
+umount_dcfs
+
+if [ "$NT" -gt 0 ]; then
+	echo "== time: dcfs-io meta DIR $NT 1K (create+write+close, stat, unlink), $ROUNDS rounds"
+	echo "   native ext4, dcfs with the default options, dcfs -o cache=always"
+	: > "$run/meta.times"
+	for r in $(seq "$ROUNDS"); do
+		for sys in native dcfs dcfs-always; do
+			case $sys in
+			native) d=$native/t ;;
+			dcfs) mount_dcfs; d=$mp/t ;;
+			dcfs-always) mount_dcfs "-o cache=always"; d=$mp/t ;;
+			esac
+			rm -rf "$native/t" "$backing/t"
+			mkdir "$d"
+			sync; echo 3 > /proc/sys/vm/drop_caches
+			if t=$("$io" meta "$d" "$NT" 1K); then
+				echo "$sys $t" >> "$run/meta.times"
+				echo "round $r $sys: create stat unlink $t s"
+			else
+				fail "$sys: dcfs-io meta $d $NT 1K"
+			fi
+			[ "$sys" = native ] || umount_dcfs
+		done
+	done
+	med() { awk -v s="$1" -v c="$2" '$1 == s { print $c }' "$run/meta.times" |
+		sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+	echo
+	echo "| $NT files, medians of $ROUNDS | native s | dcfs s | × native | dcfs cache=always s | × native |"
+	echo "|---|---:|---:|---:|---:|---:|"
+	for c in 2:create 3:stat 4:unlink; do
+		n=$(med native "${c%%:*}") d=$(med dcfs "${c%%:*}") a=$(med dcfs-always "${c%%:*}")
+		awk -v l="${c#*:}" -v n="$n" -v d="$d" -v a="$a" 'BEGIN {
+			rd = 0; ra = 0
+			if (n > 0) { rd = d / n; ra = a / n }
+			printf "| %s | %.3f | %.3f | %.2f× | %.3f | %.2f× |\n", l, n, d, rd, a, ra }'
+	done
+	echo
+fi
+
+umount "$ext4" || rc=1
+rmdir "$ext4" "$mp" "$top"
+echo "meta stage: $passed passed, $failed failed"
+exit $rc
