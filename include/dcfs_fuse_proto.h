@@ -10,10 +10,11 @@
  * (kernel-patches/test/fuse_pt_test.c).
  *
  * The series' private bits sit in the middle of their fields, where no
- * mainline version allocates: mainline takes open flags from bit 0 up (7
- * is FOPEN_PASSTHROUGH), but 7.4 took bit 30 from the top for
- * FUSE_BACKING_ID_64, the bit this series used before; INIT flags from bit
- * 0 up (flags2 holds 32..63; 42 in 6.14, drafts at 43 and 44).  See
+ * mainline version allocates: mainline takes open flags from bit 0 up (8
+ * is FOPEN_IO_URING_ZERO_COPY in protocol 7.47), but 7.47 took bit 30 from
+ * the top for FUSE_BACKING_ID_64, the bit this series used before; INIT
+ * flags from bit 0 up (flags2 holds 32..63; 44 is FUSE_HAS_SYNCFS in
+ * 7.47).  See
  * "Protocol bits" in kernel-patches/README.md.
  */
 #ifndef DCFS_FUSE_PROTO_H
@@ -47,12 +48,12 @@
 #define PT_FOPEN_DONTCACHE (PT_FOPEN_DONTCACHE_READ | PT_FOPEN_DONTCACHE_WRITE)
 
 /*
- * Bits mainline allocates or has drafted (to 7.4), which the private ones
- * must stay clear of: open flags 0..7 and the top two (7.4 took 30 for
- * FUSE_BACKING_ID_64), INIT flags 0..31 (flags) and 32..47 (flags2, with
- * room for what 7.x drafts).
+ * Bits mainline allocates or has drafted (to protocol 7.47), which the
+ * private ones must stay clear of: open flags 0..8 and the top two (30 is
+ * FUSE_BACKING_ID_64), INIT flags 0..31 (flags) and 32..47 (flags2: 7.47
+ * allocates up to 44, with room for what later drafts take).
  */
-#define PT_MAINLINE_FOPEN (0xffU | (1U << 30) | (1U << 31))
+#define PT_MAINLINE_FOPEN (0x1ffU | (1U << 30) | (1U << 31))
 #define PT_MAINLINE_INIT 0x0000ffffffffffffULL
 _Static_assert(!(PT_FOPEN_DONTCACHE & PT_MAINLINE_FOPEN), "open bits");
 _Static_assert(!(PT_INIT_DONTCACHE & PT_MAINLINE_INIT), "INIT bit");
