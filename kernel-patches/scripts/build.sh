@@ -21,7 +21,8 @@ ensure_base_repo
 REQUIRED="F2FS_FS F2FS_CHECK_FS F2FS_FS_COMPRESSION FUSE_FS FUSE_PASSTHROUGH AIO BLK_DEV_UBD HOSTFS
 DEVTMPFS MEMCG MEMCG_V1 CACHESTAT_SYSCALL DEBUG_ATOMIC_SLEEP PROVE_LOCKING
 DEBUG_VM MAGIC_SYSRQ FS_VERITY QUOTA TMPFS COMPACTION MIGRATION
-BLK_DEV_NULL_BLK EXT2_FS EXT4_FS EXFAT_FS XFS_FS"
+BLK_DEV_NULL_BLK EXT2_FS EXT4_FS EXT4_FS_SECURITY EXFAT_FS XFS_FS
+DEBUG_STACK_USAGE"
 
 # Kconfig fragments of variant $1, merged in this order on top of defconfig.
 fragments() {
@@ -105,6 +106,8 @@ build_variant() {	# $1 = variant
 		grep -q "^CONFIG_$o=y" "$out/.config" ||
 			die "CONFIG_$o not enabled in $v config"
 	done
+	[ "$v" != kasan ] || grep -q '^CONFIG_KERNEL_STACK_ORDER=3$' "$out/.config" ||
+		die "CONFIG_KERNEL_STACK_ORDER is not 3 in the kasan config"
 	make -C "$src" ARCH=um O="$out" -j"$JOBS" linux \
 		> "$dir/build.log" 2>&1 || {
 		tail -40 "$dir/build.log" >&2

@@ -21,6 +21,9 @@
 #                     FUSE_PASSTHROUGH_DONTCACHE not offered, its open
 #                     flags refused (fuse-pt-control)
 #   test.sh kasan     CONFIG_KASAN kernel: full test + a longer race
+#                     (stage kasan), then the fuse-pt, dcfs and meta stages
+#                     as above (patches 21-22, 27-29 under KASAN);
+#                     KP_STAGES="kasan meta" picks among them
 source "$(dirname "$0")/common.sh"
 source "$(dirname "$0")/uml-run.sh"
 
@@ -63,6 +66,73 @@ stage() {	# $1 = name
 	fi
 }
 
+# The FUSE stages, run by the patched and the kasan variant.
+# 3b. FUSE passthrough with uncached backing I/O (patches 21-22),
+#     without dcfs: fuse_pt_test is its own FUSE server; backing
+#     files on F2FS (ubd0), ext4 (ubd1) and xfs (ubd2), the refusal
+#     on tmpfs
+run_fuse_pt() {
+	want fuse-pt || return 0
+	cp "$KP_DIR/test/fuse-pt-guest.sh" "$RUN/"
+	make_f2fs_image "$RUN/f2fs.img" 1G
+	make_blockfs_images "$RUN"
+	UML_EXTRA="T_SCRIPT=fuse-pt-guest.sh ubd1=$RUN/ext4.img ubd2=$RUN/xfs.img" \
+		uml_boot "$KERNEL" fuse-pt script "$RUN" "$RUN/f2fs.img" \
+		$((900 * TMO_SCALE)) "$GUEST_MEM"
+	stage fuse-pt
+	rm -f "$RUN"/{ext2,exfat,ext4,xfs}.img
+}
+
+# 4. dcfs over F2FS inside the guest, 5. the meta stage
+run_dcfs_stages() {
+	local DCFS DCFS_BIN
+	DCFS=$KP_DIR/../build/dcfs
+	if ! want dcfs && ! want meta; then
+		:
+	elif [ ! -x "$DCFS" ]; then
+		log "stage dcfs: SKIPPED: $DCFS does not exist (build it with make -C $(cd "$KP_DIR/.." && pwd))"
+		skip=$((skip + 1))
+	elif ! "$KP_DIR/test/dcfs-supported.sh" "$DCFS"; then
+		log "stage dcfs: SKIPPED: $DCFS does not support the dontcache class"
+		skip=$((skip + 1))
+	else
+		cp "$KP_DIR/test/dcfs-guest.sh" "$KP_DIR/test/dcfs-common.sh" \
+			"$KP_DIR/test/meta-guest.sh" "$RUN/"
+		make_f2fs_image "$RUN/f2fs.img" 512M
+		DCFS_BIN=$(cd "$(dirname "$DCFS")" && pwd)/dcfs
+		echo "$DCFS_BIN" > "$RUN/dcfs-path"
+		if want dcfs; then
+			uml_boot "$KERNEL" dcfs dcfs "$RUN" "$RUN/f2fs.img" \
+				$((600 * TMO_SCALE)) "$GUEST_MEM"
+			stage dcfs
+		fi
+
+		# 5. metadata round trips of dcfs over ext4 (counted by
+		#    dcfs; gating: META_GATE=0 only prints them), set-id
+		#    bits and capabilities dropped by passthrough writes;
+		#    META_TIME=N adds timed runs of N files against native
+		#    ext4 (META_ROUNDS rounds)
+		if want meta; then
+			rm -f "$RUN/ext4.img"
+			truncate -s 2G "$RUN/ext4.img"
+			mkfs.ext4 -q -F "$RUN/ext4.img" >/dev/null ||
+				die "mkfs.ext4 failed"
+			UML_EXTRA="T_SCRIPT=meta-guest.sh ubd1=$RUN/ext4.img
+T_META_FILES=${META_FILES:-2000} T_META_TIME=${META_TIME:-0}
+T_META_ROUNDS=${META_ROUNDS:-3} T_META_GATE=${META_GATE:-1}" \
+				uml_boot "$KERNEL" meta script "$RUN" \
+				"$RUN/f2fs.img" \
+				"${META_TIMEOUT:-$((900 * TMO_SCALE))}" "$GUEST_MEM"
+			stage meta
+			rm -f "$RUN/ext4.img"
+		fi
+	fi
+}
+
+# Guests of the kasan variant are slower and need more memory.
+TMO_SCALE=1 GUEST_MEM=512M
+[ "$variant" != kasan ] || { TMO_SCALE=3; GUEST_MEM=768M; }
+
 case $variant in
 control)
 	# the unpatched kernel must refuse RWF_DONTCACHE
@@ -79,10 +149,14 @@ control)
 	stage fuse-pt-control
 	;;
 kasan)
+	if want kasan; then
 	make_f2fs_image "$RUN/f2fs.img" 1G
 	UML_EXTRA="T_RACE=${KASAN_RACE_ROUNDS:-20}" \
 		uml_boot "$KERNEL" kasan run "$RUN" "$RUN/f2fs.img" 3000 768M
 	stage kasan
+	fi
+	run_fuse_pt
+	run_dcfs_stages
 	;;
 patched)
 	# 1. the F2FS proof on ubd (completes in the ubd interrupt handler)
@@ -133,60 +207,8 @@ ubd4=$RUN/xfs.img" \
 	rm -f "$RUN"/{raw,ext2,exfat,ext4,xfs}.img
 	fi
 
-	# 3b. FUSE passthrough with uncached backing I/O (patches 21-22),
-	#     without dcfs: fuse_pt_test is its own FUSE server; backing
-	#     files on F2FS (ubd0), ext4 (ubd1) and xfs (ubd2), the refusal
-	#     on tmpfs
-	if want fuse-pt; then
-	cp "$KP_DIR/test/fuse-pt-guest.sh" "$RUN/"
-	make_f2fs_image "$RUN/f2fs.img" 1G
-	make_blockfs_images "$RUN"
-	UML_EXTRA="T_SCRIPT=fuse-pt-guest.sh ubd1=$RUN/ext4.img ubd2=$RUN/xfs.img" \
-		uml_boot "$KERNEL" fuse-pt script "$RUN" "$RUN/f2fs.img" 900
-	stage fuse-pt
-	rm -f "$RUN"/{ext2,exfat,ext4,xfs}.img
-	fi
-
-	# 4. dcfs over F2FS inside the patched guest
-	DCFS=$KP_DIR/../build/dcfs
-	if ! want dcfs && ! want meta; then
-		:
-	elif [ ! -x "$DCFS" ]; then
-		log "stage dcfs: SKIPPED: $DCFS does not exist (build it with make -C $(cd "$KP_DIR/.." && pwd))"
-		skip=$((skip + 1))
-	elif ! "$KP_DIR/test/dcfs-supported.sh" "$DCFS"; then
-		log "stage dcfs: SKIPPED: $DCFS does not support the dontcache class"
-		skip=$((skip + 1))
-	else
-		cp "$KP_DIR/test/dcfs-guest.sh" "$KP_DIR/test/dcfs-common.sh" \
-			"$KP_DIR/test/meta-guest.sh" "$RUN/"
-		make_f2fs_image "$RUN/f2fs.img" 512M
-		DCFS_BIN=$(cd "$(dirname "$DCFS")" && pwd)/dcfs
-		echo "$DCFS_BIN" > "$RUN/dcfs-path"
-		if want dcfs; then
-			uml_boot "$KERNEL" dcfs dcfs "$RUN" "$RUN/f2fs.img" 600
-			stage dcfs
-		fi
-
-		# 5. metadata round trips of dcfs over ext4 (counted by
-		#    dcfs; gating: META_GATE=0 only prints them), set-id
-		#    bits and capabilities dropped by passthrough writes;
-		#    META_TIME=N adds timed runs of N files against native
-		#    ext4 (META_ROUNDS rounds)
-		if want meta; then
-			rm -f "$RUN/ext4.img"
-			truncate -s 2G "$RUN/ext4.img"
-			mkfs.ext4 -q -F "$RUN/ext4.img" >/dev/null ||
-				die "mkfs.ext4 failed"
-			UML_EXTRA="T_SCRIPT=meta-guest.sh ubd1=$RUN/ext4.img
-T_META_FILES=${META_FILES:-2000} T_META_TIME=${META_TIME:-0}
-T_META_ROUNDS=${META_ROUNDS:-3} T_META_GATE=${META_GATE:-1}" \
-				uml_boot "$KERNEL" meta script "$RUN" \
-				"$RUN/f2fs.img" "${META_TIMEOUT:-900}"
-			stage meta
-			rm -f "$RUN/ext4.img"
-		fi
-	fi
+	run_fuse_pt
+	run_dcfs_stages
 	;;
 esac
 

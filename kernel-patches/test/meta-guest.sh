@@ -224,22 +224,98 @@ chmod 4755 "$mp/later"
 w0=$(nreq write)
 w1k "$mp/later" || fail "write later (set-uid) as uid 1000"
 setid_check later 755
-# file capability: v2 capability set (cap_net_raw permitted), set on the
-# backing file; a write through the mount must remove it
-head -c 4096 /dev/zero > "$mp/cap"
-chown 1000:1000 "$mp/cap"
-chmod 755 "$mp/cap"
-if setfattr -n security.capability -v 0sAQAAAgAgAAAAAAAAAAAAAAAAAAA= "$backing/cap" 2>/dev/null; then
-	w1k "$mp/cap" || fail "write cap as uid 1000"
-	if getfattr -n security.capability "$backing/cap" > /dev/null 2>&1; then
-		fail "security.capability still set after a write through the mount"
+# File capabilities (patch 29's capability case; needs security.* xattrs
+# on ext4, CONFIG_EXT4_FS_SECURITY).  A v2 capability set (cap_net_raw
+# permitted) set on the backing file; a write by uid 1000 through the mount
+# must remove it from the backing file (its filesystem's own
+# file_remove_privs() at the backing write) and the mount must not report
+# it afterwards.  Three files:
+#   cap        capability set before the first write through the mount
+#   cap-later  on a mount with 30 s timeouts: written once first (S_NOSEC
+#              taken from the backing inode), then the capability set on
+#              the backing file behind the FUSE inode's back, then written
+#              again while the FUSE inode still has S_NOSEC (no GETXATTR):
+#              the backing filesystem's own write must remove it
+#   plain      no capability: written, then written again after the
+#              attribute timeout (the refresh clears S_NOSEC): no GETXATTR
+#              (the round trip patch 29 saves), gated like the counts above
+# dcfs's counters see their own query as one GETXATTR: xreq subtracts it.
+CAPV=0sAQAAAgAgAAAAAAAAAAAAAAAAAAA=
+xreq() { echo $(( $(nreq "$1") - ${2:-0} )); }
+xbase=$(( $(nreq getxattr) ))
+xbase=$(( $(nreq getxattr) - xbase ))
+# cap_write NAME: write 1 KiB as uid 1000 and say what it cost
+cap_write() {
+	w0=$(nreq write) g0=$(nreq getxattr)
+	w1k "$mp/$1" || fail "write $1 as uid 1000"
+	g1=$(xreq getxattr "$xbase") w1=$(nreq write)
+	how="passthrough write"
+	[ "$w1" = "$w0" ] || how="written by dcfs"
+	echo "$1: the write: $how, $((g1 - g0)) GETXATTR"
+}
+# cap_gone NAME: the capability is neither on ext4 nor through the mount
+cap_gone() {
+	if getfattr -n security.capability "$backing/$1" > /dev/null 2>&1; then
+		fail "$1: security.capability still on ext4 after a write by uid 1000 through the mount"
+	elif getfattr -n security.capability "$mp/$1" > /dev/null 2>&1; then
+		fail "$1: ext4 dropped security.capability, but the mount still reports it"
 	else
-		pass "security.capability removed by a write through the mount"
+		pass "$1: security.capability removed by a write by uid 1000 ($how; $((g1 - g0)) GETXATTR), on ext4 and through the mount"
 	fi
+}
+# cap_set NAME: set the capability on the backing file; the mount shows it
+cap_set() {
+	setfattr -n security.capability -v "$CAPV" "$backing/$1" || return 1
+	if [ "$(getfattr -n security.capability -e base64 "$mp/$1" 2>/dev/null |
+		sed -n 's/^security.capability=//p')" = "$CAPV" ]; then
+		echo "$1: security.capability set on ext4, reported through the mount"
+	else
+		fail "$1: security.capability set on ext4 but not reported through the mount"
+	fi
+}
+# mkfile NAME: 4 KiB, uid 1000, mode 755, made through the mount
+mkfile() {
+	head -c 4096 /dev/zero > "$mp/$1"
+	chown 1000:1000 "$mp/$1"
+	chmod 755 "$mp/$1"
+}
+mkfile cap
+mkfile plain
+capok=0
+if cap_set cap; then
+	capok=1
+	cap_write cap
+	cap_gone cap
 else
-	echo "info: setfattr security.capability failed; capability check skipped"
+	if [ "$GATE" = 1 ]; then
+		fail "setfattr security.capability on ext4 failed (no CONFIG_EXT4_FS_SECURITY?)"
+	else
+		echo "info: setfattr security.capability failed; capability checks skipped"
+	fi
+fi
+cap_write plain
+sleep 1.2
+cap_write plain
+if [ "$((g1 - g0))" = 0 ] && [ "$how" = "passthrough write" ]; then
+	pass "plain: a passthrough write after the attribute timeout asks no GETXATTR"
+elif [ "$GATE" = 1 ]; then
+	fail "plain: write after the attribute timeout: $how, $((g1 - g0)) GETXATTR"
+else
+	echo "info: plain: write after the attribute timeout: $how, $((g1 - g0)) GETXATTR"
 fi
 umount_dcfs
+if [ $capok = 1 ]; then
+	mount_dcfs "-o allow_other,attr_timeout=30,entry_timeout=30"
+	mkfile cap-later
+	cap_write cap-later
+	if cap_set cap-later; then
+		cap_write cap-later
+		cap_gone cap-later
+	else
+		fail "setfattr security.capability on ext4 (cap-later)"
+	fi
+	umount_dcfs
+fi
 
 if [ "$NT" -gt 0 ]; then
 	echo "== time: dcfs-io meta DIR $NT 1K (create+write+close, stat, unlink), $ROUNDS rounds"
