@@ -34,6 +34,8 @@ struct dcfs_inode {
 	struct dcfs_inode *idnext; /* node id chain (nodeid.c), table lock */
 	uint64_t nodeid;	   /* what the kernel knows it by */
 	bool ghost; /* forgotten by the kernel, kept for export (inode.c) */
+	/* io_select.c: whether close(2) on its filesystem does anything */
+	_Atomic unsigned char close_kind;
 	struct dcfs_inode *gprev, *gnext; /* ghost list, table lock */
 	/* O_PATH on the backing object, -1 while evicted (fdcache.c) */
 	int fd;
@@ -272,11 +274,11 @@ void creds_io_restore(const struct creds_saved *s);
 /*
  * umask.c: creates run with the caller's umask (FUSE_CAP_DONT_MASK), so
  * the backing filesystem applies it or a default ACL.  umask_enter()
- * returns the mode to create with; umask_leave() restores.
+ * returns the mode to create with; umask_leave() ends the scope (the
+ * thread keeps the umask for its next create, umask.c).
  */
 struct umask_scope {
 	bool active;
-	mode_t old;
 };
 mode_t umask_enter(fuse_req_t req, mode_t mode, struct umask_scope *s);
 void umask_leave(const struct umask_scope *s);

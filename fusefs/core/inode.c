@@ -10,6 +10,7 @@
  * the caller's behalf.
  */
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 #include <stdio.h>
@@ -649,6 +650,8 @@ void inode_forget(struct dcfs_inode *inode, uint64_t n)
 			/* Back in the table as a ghost, without its fd. */
 			table_insert(inode);
 			fd = fdcache_remove(inode);
+			/* Without the fd its superblock may go, and st_dev with it. */
+			atomic_store(&inode->close_kind, 0);
 			ghost_append(inode);
 			dead = ghosts_trim();
 		} else {

@@ -18,6 +18,13 @@
  * Nothing in the daemon uses the working directory after startup (it is
  * "/" for every thread).  Where unshare fails, the mode gets the umask
  * applied here, as the kernel would have done without FUSE_CAP_DONT_MASK.
+ *
+ * A worker's umask is left as the last caller's: the next create sets it
+ * only when its caller's differs, which saves two syscalls per create in
+ * the common case of one umask for all (they are dear under UML, and a
+ * create is several of them anyway).  Nothing else a worker creates
+ * depends on it: the probe's O_TMPFILE (probe.c) is never linked and is
+ * opened read-write at once.
  */
 #include <sched.h>
 #include <stdatomic.h>
@@ -28,6 +35,7 @@
 enum fs_state { FS_SHARED, FS_PRIVATE, FS_FAILED };
 
 static __thread enum fs_state fs_state;
+static __thread int cur_mask = -1; /* what umask() was set to, -1: unknown */
 static atomic_bool warned;
 
 static bool own_fs_struct(void)
@@ -47,12 +55,14 @@ mode_t umask_enter(fuse_req_t req, mode_t mode, struct umask_scope *s)
 	s->active = own_fs_struct();
 	if (!s->active)
 		return mode & ~mask;
-	s->old = umask(mask);
+	if (cur_mask != (int)mask) {
+		umask(mask);
+		cur_mask = (int)mask;
+	}
 	return mode;
 }
 
 void umask_leave(const struct umask_scope *s)
 {
-	if (s->active)
-		umask(s->old);
+	(void)s; /* kept in force: see above */
 }

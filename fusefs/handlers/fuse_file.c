@@ -85,8 +85,9 @@ void files_foreach(void (*fn)(struct dcfs_file *f, void *arg), void *arg)
 	pthread_mutex_unlock(&files_lock);
 }
 
+/* st: the file's stat if the caller has just taken it, else NULL. */
 static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
-		    int flags, struct fuse_file_info *fi)
+		    int flags, struct fuse_file_info *fi, const struct stat *st)
 {
 	struct dcfs_file *f = calloc(1, sizeof(*f));
 	int err;
@@ -99,7 +100,7 @@ static int file_new(fuse_req_t req, struct dcfs_inode *inode, int fd,
 	f->io = &io_plain;
 	f->refs = 1; /* dropped by release */
 	pthread_mutex_init(&f->lock, NULL);
-	err = io_select(req, f, fi);
+	err = io_select(req, f, fi, st);
 	if (err) {
 		stream_state_free(f);
 		pthread_mutex_destroy(&f->lock);
@@ -331,7 +332,7 @@ static void dcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -fd);
 		return;
 	}
-	err = file_new(req, inode, fd, fi->flags, fi);
+	err = file_new(req, inode, fd, fi->flags, fi, NULL);
 	if (err) {
 		close(fd);
 		fuse_reply_err(req, -err);
@@ -413,7 +414,9 @@ static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	err = inode_lookup_open_fd(fd, &e);
 	if (err)
 		goto out_undo;
-	err = file_new(req, dcfs_inode_of(e.ino), fd, fi->flags, fi);
+	io_fs_inherit(dcfs_inode_of(e.ino), dir, dirfd);
+	err = file_new(req, dcfs_inode_of(e.ino), fd, fi->flags, fi,
+		       &e.attr);
 	if (err) {
 		inode_forget(dcfs_inode_of(e.ino), 1);
 		goto out_undo;

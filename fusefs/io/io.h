@@ -141,7 +141,9 @@ void stream_state_free(struct dcfs_file *f);
 void set_uncached_flags(struct dcfs_file *f, int policy);
 
 /* io_select.c */
-int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi);
+int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi,
+	      const struct stat *known);
+void io_fs_inherit(struct dcfs_inode *inode, struct dcfs_inode *dir, int dirfd);
 bool file_has_cached_pages(int fd);
 int file_backing_path(struct dcfs_inode *inode, char *buf, size_t size);
 int caller_comm(fuse_req_t req, char comm[16]);

@@ -9,6 +9,7 @@
  * keeps its own page-cache copy of everything that passes, whatever the
  * daemon does on the backing file.
  */
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/vfs.h>
@@ -96,21 +97,48 @@ static void start_deferred(struct dcfs_file *f, int target, uint64_t after,
  * filesystems (NFS, CIFS, FUSE, overlayfs) and F2FS (atomic writes) keep
  * FLUSH.
  */
-static bool close_is_noop(int fd)
+enum { CLOSE_UNKNOWN, CLOSE_NOOP, CLOSE_FLUSHES };
+
+static unsigned char close_kind_of_fd(int fd)
 {
 	struct statfs sf;
 
 	if (fstatfs(fd, &sf) < 0)
-		return false;
+		return CLOSE_UNKNOWN;
 	switch ((unsigned long)sf.f_type) {
 	case EXT4_SUPER_MAGIC: /* also ext2 and ext3 */
 	case XFS_SUPER_MAGIC:
 	case BTRFS_SUPER_MAGIC:
 	case TMPFS_MAGIC:
-		return true;
+		return CLOSE_NOOP;
 	default:
-		return false;
+		return CLOSE_FLUSHES;
 	}
+}
+
+/* Asked once per inode (fd: one of its fds), not at every open. */
+static bool close_is_noop(struct dcfs_inode *inode, int fd)
+{
+	unsigned char k = atomic_load(&inode->close_kind);
+
+	if (k == CLOSE_UNKNOWN) {
+		k = close_kind_of_fd(fd);
+		atomic_store(&inode->close_kind, k);
+	}
+	return k == CLOSE_NOOP;
+}
+
+/*
+ * A file just created in dir is on dir's filesystem if it has dir's
+ * st_dev: two live superblocks never share one, and dirfd keeps dir's
+ * alive.  So a create asks fstatfs() once per directory, not per file.
+ */
+void io_fs_inherit(struct dcfs_inode *inode, struct dcfs_inode *dir, int dirfd)
+{
+	if (inode->dev != dir->dev || atomic_load(&inode->close_kind))
+		return;
+	close_is_noop(dir, dirfd);
+	atomic_store(&inode->close_kind, atomic_load(&dir->close_kind));
 }
 
 static int apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
@@ -129,7 +157,7 @@ static int apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 		 * done by the time they return.  Streaming and auto handles
 		 * keep FLUSH: close returns their deferred write errors.
 		 */
-		fi->noflush = close_is_noop(f->fd);
+		fi->noflush = close_is_noop(f->inode, f->fd);
 		return 0;
 	}
 	err = stream_state_alloc(f);
@@ -214,7 +242,15 @@ int policy_for_inode(fuse_req_t req, struct dcfs_inode *inode, int64_t size,
 	return 0;
 }
 
-int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi)
+/*
+ * known: the file's stat, if the caller just took it (a create): one
+ * fstat less per create.  It was taken before the generation is read
+ * here, so a write through the mount in between can only make the next
+ * look see a change from outside that was none (a needless cache drop),
+ * never miss one.
+ */
+int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi,
+	      const struct stat *known)
 {
 	struct dcfs_decision d;
 	struct dcfs_config *cfg;
@@ -227,8 +263,12 @@ int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi)
 	if (f->flags & O_TRUNC)
 		coherence_changed_inside(f->inode);
 	gen = coherence_gen(f->inode);
-	if (fstat(f->fd, &st) < 0)
+	if (known)
+		st = *known;
+	else if (fstat(f->fd, &st) < 0)
 		return -errno;
+	/* For passthrough.c: what a kernel writer adds is counted from here. */
+	f->pt.size0 = st.st_size;
 	outside = coherence_changed_outside(f->inode, &st, gen);
 	outside |= coherence_take_outside(f->inode);
 	coh_saw_mode(f->inode, st.st_mode);

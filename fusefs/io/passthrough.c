@@ -419,7 +419,6 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 	enum wish wish = wish_of(f, fi, &uncached);
 	struct pt_ident me;
 	struct pt_node *n;
-	struct stat st;
 	int kind = PT_FWD, id;
 
 	armed.fh = 0;
@@ -449,9 +448,9 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 				       (!writable(f) || ident_equal(&me, &n->ident)) ?
 			       PT_KERNEL :
 			       PT_DAEMON;
-	} else if (!n->n_fwd && wish == WISH_KERNEL && atomic_load(&pt.on) &&
-		   fstat(f->fd, &st) == 0) {
-		id = backing_open(req, f->fd, st.st_dev);
+	} else if (!n->n_fwd && wish == WISH_KERNEL && atomic_load(&pt.on)) {
+		/* f->fd was opened from the inode: same st_dev. */
+		id = backing_open(req, f->fd, f->inode->dev);
 		if (id > 0) {
 			n->backing_id = id;
 			n->ident = me;
@@ -481,8 +480,6 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 	pthread_mutex_unlock(&pt.lock);
 	f->pt.kind = kind;
 	f->pt.uncached = kind == PT_KERNEL ? uncached : 0;
-	if (kind == PT_KERNEL && writable(f))
-		f->pt.size0 = fstat(f->fd, &st) == 0 ? st.st_size : -1;
 	if (kind == PT_KERNEL) {
 		fi->direct_io = 0;
 		fi->keep_cache = 0; /* the kernel rejects it with passthrough */
