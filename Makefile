@@ -35,7 +35,7 @@ BUILD_PACKAGES := libfuse3-dev fuse3 pkg-config libinih-dev liburing-dev
 DEMO_PACKAGES  := $(BUILD_PACKAGES) e2fsprogs util-linux attr
 CHECK_PACKAGES := $(DEMO_PACKAGES) check xfsprogs btrfs-progs acl groff-base \
 	iproute2 systemd samba smbclient python3
-BENCH_PACKAGES := $(DEMO_PACKAGES) btrfs-progs xfsprogs gnuplot-nox
+BENCH_PACKAGES := $(DEMO_PACKAGES) btrfs-progs xfsprogs gnuplot-nox strace
 STRESS_PACKAGES := $(DEMO_PACKAGES) xfsprogs stress-ng
 FUZZ_PACKAGES  := $(BUILD_PACKAGES) clang libclang-rt-14-dev
 DEB_TOOLS      := $(BUILD_PACKAGES) debhelper dpkg-dev lintian

@@ -119,7 +119,8 @@ run_dcfs_stages() {
 				die "mkfs.ext4 failed"
 			UML_EXTRA="T_SCRIPT=meta-guest.sh ubd1=$RUN/ext4.img
 T_META_FILES=${META_FILES:-2000} T_META_TIME=${META_TIME:-0}
-T_META_ROUNDS=${META_ROUNDS:-3} T_META_GATE=${META_GATE:-1}" \
+T_META_ROUNDS=${META_ROUNDS:-3} T_META_GATE=${META_GATE:-1}
+${META_BASE:+T_META_BASE=$(realpath "$META_BASE")}" \
 				uml_boot "$KERNEL" meta script "$RUN" \
 				"$RUN/f2fs.img" \
 				"${META_TIMEOUT:-$((900 * TMO_SCALE))}" "$GUEST_MEM"

@@ -10,6 +10,9 @@
 #   T_META_FILES  files of the counted phases (default 2000)
 #   T_META_TIME   files of the timed runs, 0 = none (default 0)
 #   T_META_ROUNDS timed rounds, native and dcfs alternating (default 3)
+#   T_META_BASE   another dcfs binary (a path the guest sees through
+#                 hostfs) timed in the same rounds with the default
+#                 options: a daemon change measured before/after in one boot
 #   T_META_GATE   1: fail unless the counts reach what this kernel's patches
 #                 promise (create+write+close <= 3, stat after write 0,
 #                 unlink <= 2, no GETXATTR); 0: only print them
@@ -31,6 +34,7 @@ io=$(dirname "$dcfs")/dcfs-io
 N=${T_META_FILES:-2000}
 NT=${T_META_TIME:-0}
 ROUNDS=${T_META_ROUNDS:-3}
+BASE=${T_META_BASE:-}
 GATE=${T_META_GATE:-1}
 . "$run/dcfs-common.sh"
 
@@ -54,10 +58,10 @@ op_counts() {
 		tr -d '"' | tr ':' ' ' | sort
 }
 
-# mount_dcfs [OPTS]: dcfs over $backing on $mp, default config
+# mount_dcfs [OPTS [BINARY]]: dcfs over $backing on $mp, default config
 mount_dcfs() {
-	dcfs_start "$dcfs" "$backing" "$mp" none "$run/meta-dcfs.log" "${1:-}" ||
-		exit 1
+	dcfs_start "${2:-$dcfs}" "$backing" "$mp" none "$run/meta-dcfs.log" \
+		"${1:-}" || exit 1
 }
 
 umount_dcfs() {
@@ -319,14 +323,15 @@ fi
 
 if [ "$NT" -gt 0 ]; then
 	echo "== time: dcfs-io meta DIR $NT 1K (create+write+close, stat, unlink), $ROUNDS rounds"
-	echo "   native ext4, dcfs with the default options, dcfs -o cache=always"
+	echo "   native ext4, dcfs with the default options, dcfs -o cache=always${BASE:+, base $BASE}"
 	: > "$run/meta.times"
 	for r in $(seq "$ROUNDS"); do
-		for sys in native dcfs dcfs-always; do
+		for sys in native dcfs dcfs-always ${BASE:+base}; do
 			case $sys in
 			native) d=$native/t ;;
 			dcfs) mount_dcfs; d=$mp/t ;;
 			dcfs-always) mount_dcfs "-o cache=always"; d=$mp/t ;;
+			base) mount_dcfs "" "$BASE"; d=$mp/t ;;
 			esac
 			rm -rf "$native/t" "$backing/t"
 			mkdir "$d"
@@ -343,14 +348,17 @@ if [ "$NT" -gt 0 ]; then
 	med() { awk -v s="$1" -v c="$2" '$1 == s { print $c }' "$run/meta.times" |
 		sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 	echo
-	echo "| $NT files, medians of $ROUNDS | native s | dcfs s | × native | dcfs cache=always s | × native |"
-	echo "|---|---:|---:|---:|---:|---:|"
+	echo "| $NT files, medians of $ROUNDS | native s | dcfs s | × native | dcfs cache=always s | × native |${BASE:+ base s | × native |}"
+	echo "|---|---:|---:|---:|---:|---:|${BASE:+---:|---:|}"
 	for c in 2:create 3:stat 4:unlink; do
 		n=$(med native "${c%%:*}") d=$(med dcfs "${c%%:*}") a=$(med dcfs-always "${c%%:*}")
-		awk -v l="${c#*:}" -v n="$n" -v d="$d" -v a="$a" 'BEGIN {
-			rd = 0; ra = 0
-			if (n > 0) { rd = d / n; ra = a / n }
-			printf "| %s | %.3f | %.3f | %.2f× | %.3f | %.2f× |\n", l, n, d, rd, a, ra }'
+		b=${BASE:+$(med base "${c%%:*}")}
+		awk -v l="${c#*:}" -v n="$n" -v d="$d" -v a="$a" -v b="$b" 'BEGIN {
+			rd = 0; ra = 0; rb = 0
+			if (n > 0) { rd = d / n; ra = a / n; rb = b / n }
+			printf "| %s | %.3f | %.3f | %.2f× | %.3f | %.2f× |", l, n, d, rd, a, ra
+			if (b != "") printf " %.3f | %.2f× |", b, rb
+			printf "\n" }'
 	done
 	echo
 fi

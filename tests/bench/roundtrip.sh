@@ -26,6 +26,14 @@
 # Each phase starts 2 s after the one before, past the default timeouts,
 # so a stat phase measures stat of a name whose entry expired, as in a
 # run of 100 000 files; counts are medians of --runs fresh mounts.
+#
+#   tests/bench/roundtrip.sh --ops --syscalls [--runs N] [--files N] [-o OPTS]
+#
+# also counts the daemon's own system calls per file and phase (strace -f
+# -c attached to it for the phase; futex left out): where a request's
+# time goes where calls are dear (UML: kernel-patches/README.md, "Where
+# the time goes in UML").  strace slows the daemon, so a phase may then
+# outlast the 1 s timeouts and show a LOOKUP more than without it.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -34,6 +42,7 @@ IO=${DCFS_IO_BIN:-$REPO/build/dcfs-io}
 RUNS=5
 STATS=20000
 OPS=0
+SYSCALLS=0
 FILES=2000
 MOPTS=""
 
@@ -42,9 +51,10 @@ while [ $# -gt 0 ]; do
 	--runs) RUNS=$2; shift 2 ;;
 	--stats) STATS=$2; shift 2 ;;
 	--ops) OPS=1; shift ;;
+	--syscalls) SYSCALLS=1; shift ;;
 	--files) FILES=$2; shift 2 ;;
 	-o) MOPTS=$2; shift 2 ;;
-	*) echo "usage: $0 [--runs N] [--stats N] | --ops [--runs N] [--files N] [-o OPTS]" >&2; exit 2 ;;
+	*) echo "usage: $0 [--runs N] [--stats N] | --ops [--syscalls] [--runs N] [--files N] [-o OPTS]" >&2; exit 2 ;;
 	esac
 done
 [ "$(id -u)" = 0 ] || { echo "$0: must run as root (mount)" >&2; exit 1; }
@@ -109,11 +119,24 @@ slab_drops() { awk '$1 == "drop_slab" { print $2 }' /proc/vmstat; }
 # makes the kernel forget the mount's entries and look them up again: such
 # a phase is noted in $W/disturbed and left out of the medians.
 phase() {
-	local name=$1 before d0
+	local name=$1 before d0 sp=""
 	shift
 	d0=$(slab_drops)
 	before=$(op_counts)
+	if [ "$SYSCALLS" = 1 ]; then
+		strace -f -c -o "$W/strace.out" -p "$(daemon_pid)" 2> /dev/null &
+		sp=$!
+		sleep 1 # attached to every thread
+	fi
 	"$@" > /dev/null
+	if [ -n "$sp" ]; then
+		sleep 0.5 # the last RELEASE and FORGETs
+		kill -INT "$sp"; wait "$sp" || true
+		# "% time  seconds  usecs/call  calls  [errors]  syscall"
+		awk -v r="$RUN" -v p="$name" -v n="$FILES" '
+			$1 ~ /^[0-9.]+$/ && $4 ~ /^[0-9]+$/ && $NF != "total" && $NF != "futex" {
+				printf "%s %s %s %.2f\n", r, p, $NF, $4 / n }' "$W/strace.out" >> "$W/sys"
+	fi
 	if [ "$(slab_drops)" != "$d0" ]; then
 		echo "$RUN $name" >> "$W/disturbed"
 		echo "$0: run $RUN, $name: disturbed by a drop_caches, not counted" >&2
@@ -123,6 +146,8 @@ phase() {
 		awk -v r="$RUN" -v p="$name" -v n="$FILES" '
 			$1 != "init" && $1 != "statfs" && $3 - $2 > 0 { printf "%s %s %s %.2f\n", r, p, $1, ($3 - $2) / n }' >> "$W/ops"
 }
+
+daemon_pid() { pgrep -nf -- "$W/back $MNT"; }
 
 mount_ops() {
 	local o=${MOPTS:+-o $MOPTS}
@@ -135,7 +160,7 @@ mount_ops() {
 
 ops_main() {
 	local phases="create+write+close stat unlink stat-missing+create find-cold find-warm"
-	: > "$W/ops"; : > "$W/disturbed"
+	: > "$W/ops"; : > "$W/disturbed"; : > "$W/sys"
 	mkdir -p "$W/back/meta" "$W/back/tree"
 	"$IO" tree "$W/back/tree" "$FILES" 1K
 	for RUN in $(seq "$RUNS"); do
@@ -155,6 +180,22 @@ ops_main() {
 	echo
 	echo "| phase | round trips per file | requests by opcode (forgets have no reply) |"
 	echo "|---|---:|---|"
+	per_phase_table "$W/ops" "$phases" forget
+	if [ "$SYSCALLS" = 1 ]; then
+		echo
+		echo "The daemon's system calls per file (strace -c; futex left out; io_uring_enter or /dev/fuse read/writev are the transport):"
+		echo
+		echo "| phase | calls per file | by call |"
+		echo "|---|---:|---|"
+		per_phase_table "$W/sys" "$phases" ""
+	fi
+}
+
+# per_phase_table FILE PHASES NOT_COUNTED: rows of "run phase key per-file"
+# lines as medians over the undisturbed runs, keys matching NOT_COUNTED*
+# listed but left out of the total
+per_phase_table() {
+	local file=$1 phases=$2 skip=$3 p
 	for p in $phases; do
 		local op line="" tot=0 m runs
 		runs=$((RUNS - $(awk -v p="$p" '$2 == p' "$W/disturbed" | wc -l)))
@@ -162,14 +203,14 @@ ops_main() {
 			echo "| $p | - | every run disturbed by a drop_caches |"
 			continue
 		fi
-		for op in $(awk -v p="$p" '$2 == p { print $3 }' "$W/ops" | sort -u); do
-			# a run without the opcode counts as 0
-			m=$( { awk -v p="$p" -v o="$op" '$2 == p && $3 == o { print $4 }' "$W/ops"
+		for op in $(awk -v p="$p" '$2 == p { print $3 }' "$file" | sort -u); do
+			# a run without the key counts as 0
+			m=$( { awk -v p="$p" -v o="$op" '$2 == p && $3 == o { print $4 }' "$file"
 			       for _ in $(seq "$runs"); do echo 0.00; done; } | sort -g | tail -n "$runs" | median)
 			[ "$m" = 0.00 ] && continue
 			line+="${line:+, }$op $m"
 			# a FORGET gets no reply: not a round trip
-			case $op in forget|batch_forget) continue ;; esac
+			[ -n "$skip" ] && case $op in *"$skip") continue ;; esac
 			tot=$(awk -v a="$tot" -v b="$m" 'BEGIN { printf "%.2f", a + b }')
 		done
 		echo "| $p | $tot | ${line:-none}$([ "$runs" = "$RUNS" ] || echo " ($runs of $RUNS runs: the others disturbed by a drop_caches)") |"
