@@ -239,6 +239,8 @@ void fdcache_stats(struct fdcache_stats *s);
 
 /* handle.c */
 struct file_handle *handle_for(int fd, const struct stat *st);
+struct file_handle *handle_copy(int fd, const struct stat *st,
+				const struct file_handle *fh);
 bool handle_equal(const struct file_handle *a, const struct file_handle *b);
 uint32_t handle_generation(const struct file_handle *fh, ino_t ino);
 int handle_reopen(const struct dcfs_inode *inode);

@@ -229,6 +229,22 @@ struct file_handle *handle_for(int fd, const struct stat *st)
 	return make_handle(fd, &err);
 }
 
+/* handle_for(), with a handle of the object already taken (fh). */
+struct file_handle *handle_copy(int fd, const struct stat *st,
+				const struct file_handle *fh)
+{
+	struct backing_fs *fs = fs_get(fd, st);
+	size_t size = sizeof(*fh) + fh->handle_bytes;
+	struct file_handle *copy;
+
+	if (!fs || fs->mode != MODE_HANDLE)
+		return NULL;
+	copy = malloc(size);
+	if (copy)
+		memcpy(copy, fh, size);
+	return copy;
+}
+
 bool handle_equal(const struct file_handle *a, const struct file_handle *b)
 {
 	return a->handle_type == b->handle_type &&

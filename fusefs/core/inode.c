@@ -489,8 +489,43 @@ static int open_entry(int dirfd, const char *name)
 	return fd;
 }
 
-/* The entry for the object fd (an O_PATH fd, owned by the callee). */
-static int entry_from_fd(int fd, struct fuse_entry_param *e)
+/*
+ * What a name held just before it was opened: its handle and attributes,
+ * taken by name (lookup_held()).  valid only if both were taken and the
+ * handle is of the backing root's mount.
+ */
+struct name_id {
+	bool valid;
+	struct stat st;
+	struct {
+		struct file_handle fh;
+		unsigned char bytes[MAX_HANDLE_SZ];
+	} h;
+};
+
+/*
+ * The handle of the object fd: the name's, if fd is the object the name
+ * held when its handle was taken (same st_dev and st_ino: the name was
+ * not replaced in between), which saves a name_to_handle_at() per new
+ * entry.  Should the inode number have been reused in that instant, the
+ * handle carries the old generation, and a reopen by it fails (ESTALE):
+ * never another object.
+ */
+static struct file_handle *handle_of(int fd, const struct stat *st,
+				     const struct name_id *known)
+{
+	if (known && known->valid && known->st.st_dev == st->st_dev &&
+	    known->st.st_ino == st->st_ino)
+		return handle_copy(fd, st, &known->h.fh);
+	return handle_for(fd, st);
+}
+
+/*
+ * The entry for the object fd (an O_PATH fd, owned by the callee); known:
+ * what its name held just before, or NULL.
+ */
+static int entry_from_fd(int fd, struct fuse_entry_param *e,
+			 const struct name_id *known)
 {
 	struct dcfs_inode *inode;
 
@@ -501,7 +536,7 @@ static int entry_from_fd(int fd, struct fuse_entry_param *e)
 		close(fd);
 		return err;
 	}
-	inode = inode_get(fd, &e->attr, handle_for(fd, &e->attr));
+	inode = inode_get(fd, &e->attr, handle_of(fd, &e->attr, known));
 	if (!inode)
 		return -ENOMEM;
 	entry_fill(e, inode);
@@ -524,30 +559,32 @@ static bool is_dot_or_dotdot(const char *name)
  * root's is left to the full path (open_entry() and its checks).  The
  * attributes are then read by name; they are answered here only if they
  * belong to a held inode whose handle is the one just taken (the name was
- * not replaced in between).  Returns 0, -ENOENT, or 1: take the full path.
+ * not replaced in between).  Returns 0, -ENOENT, or 1: take the full path,
+ * with what the name held in *nid if it got that far.
  */
-static int lookup_held(int pfd, const char *name, struct fuse_entry_param *e)
+static int lookup_held(int pfd, const char *name, struct fuse_entry_param *e,
+		       struct name_id *nid)
 {
-	struct {
-		struct file_handle fh;
-		unsigned char bytes[MAX_HANDLE_SZ];
-	} h = { .fh.handle_bytes = MAX_HANDLE_SZ };
 	struct dcfs_inode *inode;
 	int id;
 
+	nid->valid = false;
+	nid->h.fh.handle_bytes = MAX_HANDLE_SZ;
 	if (root_mnt_id < 0 || is_dot_or_dotdot(name))
 		return 1;
-	if (name_to_handle_at(pfd, name, &h.fh, &id, 0) < 0)
+	if (name_to_handle_at(pfd, name, &nid->h.fh, &id, 0) < 0)
 		return errno == ENOENT ? -ENOENT : 1;
 	if (id != root_mnt_id)
 		return 1;
 	memset(e, 0, sizeof(*e));
 	if (fstatat(pfd, name, &e->attr, AT_SYMLINK_NOFOLLOW) < 0)
 		return 1;
+	nid->st = e->attr;
+	nid->valid = true;
 	pthread_mutex_lock(&dcfs.table_lock);
 	inode = table_find(e->attr.st_dev, e->attr.st_ino);
 	if (!inode || inode == &dcfs.root || inode->ghost || !inode->handle ||
-	    !handle_equal(inode->handle, &h.fh)) {
+	    !handle_equal(inode->handle, &nid->h.fh)) {
 		pthread_mutex_unlock(&dcfs.table_lock);
 		return 1;
 	}
@@ -560,6 +597,7 @@ static int lookup_held(int pfd, const char *name, struct fuse_entry_param *e)
 int inode_lookup(struct dcfs_inode *parent, const char *name,
 		 struct fuse_entry_param *e)
 {
+	struct name_id nid;
 	int fd, pfd;
 
 	/* The mount root is a ceiling: ".." must not reach the backing dir's parent. */
@@ -568,7 +606,7 @@ int inode_lookup(struct dcfs_inode *parent, const char *name,
 	pfd = inode_pin(parent);
 	if (pfd < 0)
 		return pfd;
-	fd = lookup_held(pfd, name, e);
+	fd = lookup_held(pfd, name, e, &nid);
 	if (fd <= 0) {
 		inode_unpin(parent);
 		return fd;
@@ -577,7 +615,7 @@ int inode_lookup(struct dcfs_inode *parent, const char *name,
 	inode_unpin(parent);
 	if (fd < 0)
 		return fd;
-	return entry_from_fd(fd, e);
+	return entry_from_fd(fd, e, &nid);
 }
 
 int inode_lookup_again(struct dcfs_inode *inode, struct fuse_entry_param *e)
@@ -592,7 +630,7 @@ int inode_lookup_again(struct dcfs_inode *inode, struct fuse_entry_param *e)
 	inode_unpin(inode);
 	if (dup < 0)
 		return -errno;
-	return entry_from_fd(dup, e);
+	return entry_from_fd(dup, e, NULL);
 }
 
 /*
@@ -610,7 +648,7 @@ int inode_lookup_open_fd(int fd, struct fuse_entry_param *e)
 		pfd = open(path, O_PATH | O_CLOEXEC);
 	if (pfd < 0)
 		return -errno;
-	return entry_from_fd(pfd, e);
+	return entry_from_fd(pfd, e, NULL);
 }
 
 /* The oldest ghosts beyond MAX_GHOSTS are let go (table lock held). */
