@@ -68,7 +68,7 @@ DAEMON_OBJS := $(patsubst fusefs/%.c,$(B)/obj/%.o,$(DAEMON_SRCS))
 UNITS := dcfs@.service dcfs-textfile@.service dcfs-textfile@.timer mnt-media.mount
 UNIT_SED = sed -e 's|@SBINDIR@|$(1)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g'
 
-all: $(B)/dcfs $(B)/mount.dcfs $(B)/dcfs-io
+all: $(B)/dcfs $(B)/mount.dcfs $(B)/dcfs-io $(B)/fuse-floor
 
 # The binaries embed SBINDIR and SYSCONFDIR: `make install PREFIX=/usr`
 # after a plain `make` must rebuild them.  The stamp changes only when the
@@ -90,6 +90,10 @@ $(B)/mount.dcfs: fusefs/helper/mount_dcfs.c $(B)/paths | $(B)
 
 $(B)/dcfs-io: tests/bench/dcfs-io.c include/dcfs_sys.h | $(B)
 	$(CC) $(STD) $(WARN) $(CFLAGS) $(CPPFLAGS) -o $@ $<
+
+# The least a FUSE server can do per request (tests/bench/fuse-floor.c).
+$(B)/fuse-floor: tests/bench/fuse-floor.c | $(B)
+	$(CC) $(STD) $(WARN) $(CFLAGS) $(FUSE_CFLAGS) $(LDFLAGS) -o $@ $< $(FUSE_LIBS)
 
 $(B)/dcfs-tests: $(TEST_SRCS) $(wildcard tests/*.h) $(HEADERS) | $(B)
 	$(CC) $(STD) $(WARN) $(CFLAGS) $(CPPFLAGS) $(CHECK_CFLAGS) -o $@ $(TEST_SRCS) $(CHECK_LIBS) -pthread

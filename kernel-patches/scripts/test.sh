@@ -111,8 +111,13 @@ run_dcfs_stages() {
 		#    dcfs; gating: META_GATE=0 only prints them), set-id
 		#    bits and capabilities dropped by passthrough writes;
 		#    META_TIME=N adds timed runs of N files against native
-		#    ext4 (META_ROUNDS rounds)
+		#    ext4 (META_ROUNDS rounds; META_SIZE bytes written per
+		#    file, 1K; META_BASE=BINARY times another dcfs, or
+		#    build/fuse-floor, in the same rounds)
 		if want meta; then
+			# make -C runs this in kernel-patches/
+			[ -z "${META_BASE:-}" ] || [ -x "$META_BASE" ] ||
+				die "META_BASE=$META_BASE is not a program here (an absolute path is safest)"
 			rm -f "$RUN/ext4.img"
 			truncate -s 2G "$RUN/ext4.img"
 			mkfs.ext4 -q -F "$RUN/ext4.img" >/dev/null ||
@@ -120,7 +125,7 @@ run_dcfs_stages() {
 			UML_EXTRA="T_SCRIPT=meta-guest.sh ubd1=$RUN/ext4.img
 T_META_FILES=${META_FILES:-2000} T_META_TIME=${META_TIME:-0}
 T_META_ROUNDS=${META_ROUNDS:-3} T_META_GATE=${META_GATE:-1}
-${META_BASE:+T_META_BASE=$(realpath "$META_BASE")}" \
+${META_BASE:+T_META_BASE=$(realpath "$META_BASE")} T_META_SIZE=${META_SIZE:-1K}" \
 				uml_boot "$KERNEL" meta script "$RUN" \
 				"$RUN/f2fs.img" \
 				"${META_TIMEOUT:-$((900 * TMO_SCALE))}" "$GUEST_MEM"

@@ -12,7 +12,11 @@
 #   T_META_ROUNDS timed rounds, native and dcfs alternating (default 3)
 #   T_META_BASE   another dcfs binary (a path the guest sees through
 #                 hostfs) timed in the same rounds with the default
-#                 options: a daemon change measured before/after in one boot
+#                 options: a daemon change measured before/after in one boot;
+#                 or build/fuse-floor, the least a FUSE server does
+#   T_META_SIZE   bytes written per file in the timed runs (default 1K; 0:
+#                 create + close, as fuse-floor, which keeps no data, is
+#                 compared fairly)
 #   T_META_GATE   1: fail unless the counts reach what this kernel's patches
 #                 promise (create+write+close <= 3, stat after write 0,
 #                 unlink <= 2, no GETXATTR); 0: only print them
@@ -35,6 +39,7 @@ N=${T_META_FILES:-2000}
 NT=${T_META_TIME:-0}
 ROUNDS=${T_META_ROUNDS:-3}
 BASE=${T_META_BASE:-}
+SZ=${T_META_SIZE:-1K}
 GATE=${T_META_GATE:-1}
 . "$run/dcfs-common.sh"
 
@@ -322,7 +327,7 @@ if [ $capok = 1 ]; then
 fi
 
 if [ "$NT" -gt 0 ]; then
-	echo "== time: dcfs-io meta DIR $NT 1K (create+write+close, stat, unlink), $ROUNDS rounds"
+	echo "== time: dcfs-io meta DIR $NT $SZ (create+write+close, stat, unlink), $ROUNDS rounds"
 	echo "   native ext4, dcfs with the default options, dcfs -o cache=always${BASE:+, base $BASE}"
 	: > "$run/meta.times"
 	for r in $(seq "$ROUNDS"); do
@@ -336,11 +341,11 @@ if [ "$NT" -gt 0 ]; then
 			rm -rf "$native/t" "$backing/t"
 			mkdir "$d"
 			sync; echo 3 > /proc/sys/vm/drop_caches
-			if t=$("$io" meta "$d" "$NT" 1K); then
+			if t=$("$io" meta "$d" "$NT" "$SZ"); then
 				echo "$sys $t" >> "$run/meta.times"
 				echo "round $r $sys: create stat unlink $t s"
 			else
-				fail "$sys: dcfs-io meta $d $NT 1K"
+				fail "$sys: dcfs-io meta $d $NT $SZ"
 			fi
 			[ "$sys" = native ] || umount_dcfs
 		done
