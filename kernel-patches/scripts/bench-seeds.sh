@@ -17,8 +17,11 @@
 #             (memory-backed null_blk), BENCH_FS_SIZES (4096 65536
 #             1048576), BENCH_FS (f2fs ext4 xfs), BENCH_FS_MIB (256)
 #             per file, BENCH_FS_MEM (3G), BENCH_FS_ROUND0 (1: number
-#             of the first round, to add rounds to a saved run), before
-#             vs after, one
+#             of the first round, to add rounds to a saved run),
+#             BENCH_FS_WARMUP (MiB written to the guest's tmpfs first),
+#             BENCH_FS_MODES ("normal dontcache"), BENCH_TRACE (trace
+#             events counted per run), see test/bench-seeds-guest.sh;
+#             before vs after, one
 #             boot per kernel and round, the kernels' order alternating by
 #             round (the before kernel must support RWF_DONTCACHE: set
 #             BENCH_BEFORE to a kernel of the series without the patches
@@ -122,6 +125,9 @@ for s in $seeds; do
 					"B_MIB=${BENCH_FS_MIB:-256}" \
 					"B_FS=$(echo ${BENCH_FS:-f2fs ext4 xfs} | tr ' ' ,)" \
 					"B_SIZES=$(echo ${BENCH_FS_SIZES:-4096 65536 1048576} | tr ' ' ,)" \
+					${BENCH_TRACE:+B_TRACE=$BENCH_TRACE} \
+					${BENCH_FS_WARMUP:+B_WARMUP=$BENCH_FS_WARMUP} \
+					${BENCH_FS_MODES:+B_MODES=$(echo $BENCH_FS_MODES | tr ' ' ,)} \
 					$nullblk null_blk.gb=2 null_blk.irqmode=1 \
 					null_blk.discard=1
 			done

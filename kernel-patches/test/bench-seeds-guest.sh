@@ -10,6 +10,16 @@
 # 001: B_MKFS_S ("1 128": mkfs.f2fs -s values to run)
 # fs:  B_FS (f2fs,ext4,xfs), B_SIZES (4096,65536,1048576), B_MIB (256),
 #      B_ROUND (one round per boot, this number)
+# B_WARMUP (fs only): MiB written to (and removed from) the guest's tmpfs
+#      before the first measurement
+# B_MODES (fs only): "normal,dontcache" (default), or one of them alone
+#      (e.g. for a host-side profile of one mode)
+# B_TRACE (fs only): comma list of trace events (e.g.
+#      writeback:writeback_written,xfs:xfs_setfilesize) counted per bench
+#      run, printed as "TRC kernel= fs= round= req= mode= event=count ...";
+#      writeback_start / _written also per reason (<event>_<reason>=
+#      count, <event>_<reason>_pages= sum of nr_pages: asked for at
+#      start, left over at written).  Tracing costs time: use it in separate runs.
 # Every result is one line "<table> kernel=<label> round=<n> key=value...";
 # fio's JSON goes to $T_RUN/fio-<seed>-<label>-<cell>-<round>.json.  The
 # host (scripts/bench-seeds-report.py) turns them into the README tables.
@@ -131,9 +141,49 @@ fs)
 	# round and size
 	mib=${B_MIB:-256}
 	r=${B_ROUND:-1}
+	tr=/sys/kernel/tracing
+	trace_start() {
+		echo 0 > $tr/tracing_on
+		echo > $tr/trace
+		echo 1 > $tr/tracing_on
+	}
+	trace_count() {	# event counts since trace_start
+		echo 0 > $tr/tracing_on
+		awk -v evs="$B_TRACE" '
+		BEGIN { n = split(evs, e, ","); for (i = 1; i <= n; i++) {
+			sub(/.*:/, "", e[i]); c[e[i]] = 0 } }
+		/^#/ { next }
+		{ for (i = 1; i <= NF; i++) if ($i ~ /^[a-z0-9_]+:$/) {
+			ev = substr($i, 1, length($i) - 1); break }
+		  c[ev]++
+		  if (ev ~ /^writeback_(start|written)$/ &&
+		      match($0, /reason=[a-z_]+/)) {
+			k = ev "_" substr($0, RSTART + 7, RLENGTH - 7); ww[k]++
+			if (match($0, /nr_pages=[0-9]+/))
+				wp[k] += substr($0, RSTART + 9, RLENGTH - 9) } }
+		END { for (x in c) printf "%s=%d ", x, c[x]
+		      for (x in ww) printf "%s=%d %s_pages=%d ", x, ww[x], x, wp[x]
+		}' $tr/trace
+		grep -h . $tr/per_cpu/cpu*/stats 2>/dev/null |
+			awk '/^overrun:/ { o += $2 } END { printf "overrun=%d", o }'
+	}
+	if [ -n "$B_TRACE" ]; then
+		mountpoint -q $tr || mount -t tracefs none $tr || exit 1
+		echo 65536 > $tr/buffer_size_kb
+		for e in $(echo "$B_TRACE" | tr , ' '); do
+			echo 1 > "$tr/events/${e%%:*}/${e#*:}/enable" || exit 1
+		done
+	fi
 	fss=$(echo "${B_FS:-f2fs,ext4,xfs}" | tr , ' ')
 	sizes=$(echo "${B_SIZES:-4096,65536,1048576}" | tr , ' ')
 	echo "== fs round $r: $fss, sizes $sizes, $mib MiB per file"
+	if [ -n "$B_WARMUP" ]; then
+		# the first write of a boot runs ~2x slower (the host backs
+		# guest memory on first touch): touch B_WARMUP MiB once
+		echo "cmd: dd if=/dev/zero of=/tmp/warmup bs=1M count=$B_WARMUP; rm"
+		dd if=/dev/zero of=/tmp/warmup bs=1M count="$B_WARMUP" 2> /dev/null
+		rm -f /tmp/warmup
+	fi
 	for fs in $fss; do
 		case $fs in
 		f2fs) mk="mkfs.f2fs -q -f" ;;
@@ -147,13 +197,16 @@ fs)
 		i=$r
 		for s in $sizes; do
 			i=$((i + 1))
-			for m in $(order $i normal dontcache); do
+			for m in $(order $i $(echo "${B_MODES:-normal,dontcache}" | tr , " ")); do
 				rm -f "$mnt/bench.dat"
 				drop
+				[ -z "$B_TRACE" ] || trace_start
 				echo "cmd: bench write $mnt/bench.dat $mib $s $m ($fs)"
 				line=$("$b" write "$mnt/bench.dat" "$mib" "$s" "$m") ||
 					exit 1
 				echo "FSW kernel=$k fs=$fs round=$r $line"
+				[ -z "$B_TRACE" ] ||
+					echo "TRC kernel=$k fs=$fs round=$r req=$s mode=$m $(trace_count)"
 			done
 		done
 		rm -f "$mnt/bench.dat"

@@ -17,7 +17,13 @@
  * kswapd0's CPU time and the pgscan/pgsteal kswapd/direct deltas from
  * /proc/vmstat; with CGROUP_DIR also the average of memory.current (MiB)
  * and the cgroup's memory.stat pgscan/pgsteal deltas.  The caller moves the
- * process into the cgroup.
+ * process into the cgroup.  Diagnostics of where the time goes: tw / tf
+ * (seconds in the write loop / the fsync), the file's block device's
+ * write requests, merges, sectors and busy ms (/sys/dev/block/M:m/stat),
+ * nr_written / nr_dirtied (/proc/vmstat), context switches and the CPU's
+ * user / system / idle / iowait / softirq ticks (/proc/stat) and the
+ * writer's own CPU seconds and voluntary / involuntary switches; after a
+ * normal write, tevict: seconds to evict its pages (fadvise DONTNEED).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -30,7 +36,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 
 #ifndef RWF_DONTCACHE
@@ -175,6 +184,49 @@ static void *sampler(void *arg)
 	return NULL;
 }
 
+/* write ios, merges, sectors, ticks of the device holding FILE's fd */
+static void devstat(const char *path, long long *v)
+{
+	unsigned long long f[11];
+	FILE *f_ = fopen(path, "r");
+	int i;
+
+	for (i = 0; i < 4; i++)
+		v[i] = 0;
+	if (!f_)
+		return;
+	if (fscanf(f_, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+		   &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7],
+		   &f[8], &f[9], &f[10]) == 11)
+		for (i = 0; i < 4; i++)
+			v[i] = f[4 + i];
+	fclose(f_);
+}
+
+/* ctxt and cpu user, system, idle, iowait, softirq ticks from /proc/stat */
+static void cpustat(long long *v)
+{
+	char line[512];
+	unsigned long long u, n, sy, id, io, irq, sirq;
+	FILE *f = fopen("/proc/stat", "r");
+
+	memset(v, 0, 6 * sizeof(*v));
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "cpu %llu %llu %llu %llu %llu %llu %llu", &u,
+			   &n, &sy, &id, &io, &irq, &sirq) == 7) {
+			v[1] = u + n;
+			v[2] = sy + irq;
+			v[3] = id;
+			v[4] = io;
+			v[5] = sirq;
+		}
+		sscanf(line, "ctxt %lld", &v[0]);
+	}
+	fclose(f);
+}
+
 static uint64_t resident(int fd)
 {
 	struct cs_range r = { 0, 0 };
@@ -199,8 +251,13 @@ int main(int argc, char **argv)
 	unsigned char *buf;
 	const char *mode;
 	pthread_t th;
-	double t0, t;
+	double t0, t, tw, tevict = 0;
+	uint64_t evicted = 0;
 	uint64_t res;
+	char devpath[128] = "";
+	long long d0[4], d1[4], c0[6], c1[6], w0[2], w1[2];
+	struct rusage ru0, ru1;
+	struct stat st;
 
 	wr = argc >= 6 && !strcmp(argv[1], "write");
 	if (!wr && !(argc >= 5 && !strcmp(argv[1], "read"))) {
@@ -242,6 +299,14 @@ int main(int argc, char **argv)
 	}
 	for (i = 0; i < 4; i++)
 		before[i] = keyval("/proc/vmstat", keys[i]);
+	if (!fstat(fd, &st))
+		snprintf(devpath, sizeof(devpath), "/sys/dev/block/%u:%u/stat",
+			 major(st.st_dev), minor(st.st_dev));
+	devstat(devpath, d0);
+	cpustat(c0);
+	w0[0] = keyval("/proc/vmstat", "nr_written");
+	w0[1] = keyval("/proc/vmstat", "nr_dirtied");
+	getrusage(RUSAGE_SELF, &ru0);
 	k0 = kswapd_ticks();
 	pthread_create(&th, NULL, sampler, NULL);
 	t0 = now();
@@ -255,11 +320,17 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	tw = now() - t0;
 	if (wr && fsync(fd)) {
 		perror("fsync");
 		return 1;
 	}
 	t = now() - t0;
+	getrusage(RUSAGE_SELF, &ru1);
+	devstat(devpath, d1);
+	cpustat(c1);
+	w1[0] = keyval("/proc/vmstat", "nr_written");
+	w1[1] = keyval("/proc/vmstat", "nr_dirtied");
 	running = 0;
 	pthread_join(th, NULL);
 	if (!nsamples) {	/* shorter than one sampling interval */
@@ -294,6 +365,34 @@ int main(int argc, char **argv)
 	       (double)(k1 - k0) / sysconf(_SC_CLK_TCK),
 	       after[0] - before[0], after[1] - before[1],
 	       after[2] - before[2], after[3] - before[3]);
+	/*
+	 * What a buffered write leaves to be paid later: the time to evict
+	 * its (clean, written back) pages, which uncached writes pay within
+	 * the measured time.  Batched (fadvise), so a lower bound.
+	 */
+	if (wr && !flags) {
+		double te = now();
+
+		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+		tevict = now() - te;
+		evicted = res - resident(fd);
+	}
+	printf(" tevict=%.3f evicted=%llu", tevict,
+	       (unsigned long long)evicted);
+	printf(" tw=%.3f tf=%.3f dev_wios=%lld dev_wmerges=%lld "
+	       "dev_wsect=%lld dev_wms=%lld nr_written=%lld nr_dirtied=%lld "
+	       "ctxt=%lld cpu_user=%lld cpu_sys=%lld cpu_idle=%lld "
+	       "cpu_iowait=%lld cpu_softirq=%lld self_user=%.2f self_sys=%.2f "
+	       "self_nvcsw=%ld self_nivcsw=%ld",
+	       tw, t - tw, d1[0] - d0[0], d1[1] - d0[1], d1[2] - d0[2],
+	       d1[3] - d0[3], w1[0] - w0[0], w1[1] - w0[1], c1[0] - c0[0],
+	       c1[1] - c0[1], c1[2] - c0[2], c1[3] - c0[3], c1[4] - c0[4],
+	       c1[5] - c0[5],
+	       (ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) +
+	       (ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e6,
+	       (ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
+	       (ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6,
+	       ru1.ru_nvcsw - ru0.ru_nvcsw, ru1.ru_nivcsw - ru0.ru_nivcsw);
 	if (cgdir)
 		printf(" memcg_current=%.1f memcg_scan=%lld memcg_steal=%lld",
 		       cg_sum / nsamples, cg1[0] - cg0[0], cg1[1] - cg0[1]);
