@@ -152,7 +152,7 @@ echo
 # check NAME LIMIT WHAT: the phase's round trips per file are <= LIMIT
 check() {
 	t=$(total "$1")
-	if awk -v t="$t" -v l="$2" 'BEGIN { exit !(t <= l) }'; then
+	if awk -v t="$t" "BEGIN { exit !(t <= $2) }"; then
 		pass "$1: $t round trips per file (<= $2: $3)"
 	elif [ "$GATE" = 1 ]; then
 		fail "$1: $t round trips per file, more than $2 ($3)"
@@ -160,16 +160,23 @@ check() {
 		echo "info: $1: $t round trips per file (patched target <= $2)"
 	fi
 }
-check create+write+close 3 "LOOKUP, CREATE, RELEASE"
+# With the default 1 s timeouts the kernel rightly refreshes the
+# directory's attributes once a second during a phase (a GETATTR, or a
+# LOOKUP of the directory): 0.01 per file once a phase of N files takes
+# 20 s, as under KASAN.  Those phases get SLACK; the 30 s ones are exact.
+SLACK=0.05
+check create+write+close "3 + $SLACK" "LOOKUP, CREATE, RELEASE; + a refresh a second"
 check create+write+close/30s 3 "LOOKUP, CREATE, RELEASE"
 check stat-after-write/30s 0 "attributes copied from the backing inode"
-check unlink 2 "LOOKUP, UNLINK"
+check unlink "2 + $SLACK" "LOOKUP, UNLINK; + a refresh a second"
 check unlink/30s 2 "LOOKUP, UNLINK"
 for p in create+write+close create+write+close/30s unlink unlink/30s; do
 	for op in getattr getxattr; do
 		c=$(count "$p" "$op")
-		if [ "$c" = 0.00 ]; then
-			pass "$p: no $op"
+		lim=0
+		case $p in */30s) ;; *) [ "$op" = getattr ] && lim=$SLACK ;; esac
+		if awk -v c="$c" -v l="$lim" 'BEGIN { exit !(c <= l) }'; then
+			pass "$p: $op $c per file (<= $lim)"
 		elif [ "$GATE" = 1 ]; then
 			fail "$p: $c $op per file"
 		else
