@@ -13,7 +13,7 @@ ensure_deps
 RUN=$CACHE/run/wbsync-race
 rm -rf "$RUN"
 mkdir -p "$RUN/bin" "$RUN/mnt"
-gcc -O2 -Wall -Wextra -Werror -static -o "$RUN/bin/wbsync_race" \
+gcc -O2 -Wall -Wextra -Werror -static -I"$KP_DIR/../include" -o "$RUN/bin/wbsync_race" \
 	"$KP_DIR/test/wbsync_race.c" || die "building wbsync_race failed"
 cp "$KP_DIR/test/wbsync-race-guest.sh" "$RUN/"
 make_f2fs_image "$RUN/f2fs.img" 64M	# ubd0 must exist; unused

@@ -30,13 +30,7 @@
 #include <sys/uio.h>
 #include <sys/wait.h>
 
-#ifndef RWF_DONTCACHE
-#define RWF_DONTCACHE 0x00000080
-#endif
-#define NR_CACHESTAT 451
-
-struct cs_range { uint64_t off, len; };
-struct cs_stat { uint64_t c, d, w, e, re; };
+#include "dcfs_sys.h" /* RWF_DONTCACHE and cachestat, as the daemon spells them */
 
 static void syncer(const char *dir, int nosync)
 {
@@ -76,8 +70,7 @@ int main(int argc, char **argv)
 	memset(buf, 0xa5, sizeof(buf));
 	srand(23);
 	for (r = 0; r < rounds; r++) {
-		struct cs_range rg = { 0, 0 };
-		struct cs_stat cs;
+		struct dcfs_cachestat cs;
 		char path[512];
 		int fd, n, i;
 		pid_t pid;
@@ -99,7 +92,7 @@ int main(int argc, char **argv)
 			struct iovec iov = { buf, sizeof(buf) };
 
 			if (pwritev2(fd, &iov, 1, (off_t)i * sizeof(buf),
-				     RWF_DONTCACHE) != sizeof(buf)) {
+				     DCFS_RWF_DONTCACHE) != sizeof(buf)) {
 				perror("pwritev2");
 				return 1;
 			}
@@ -108,16 +101,17 @@ int main(int argc, char **argv)
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 		usleep(wait_ms * 1000);
-		if (syscall(NR_CACHESTAT, fd, &rg, &cs, 0)) {
+		if (dcfs_cachestat(fd, 0, 0, &cs) < 0) {
 			perror("cachestat");
 			return 1;
 		}
 		printf("round %d: %d x 64 KiB, after %d ms cached=%llu dirty=%llu writeback=%llu\n",
-		       r, n, wait_ms, (unsigned long long)cs.c,
-		       (unsigned long long)cs.d, (unsigned long long)cs.w);
-		if (cs.d) {
+		       r, n, wait_ms, (unsigned long long)cs.nr_cache,
+		       (unsigned long long)cs.nr_dirty,
+		       (unsigned long long)cs.nr_writeback);
+		if (cs.nr_dirty) {
 			left++;
-			pages += cs.d;
+			pages += cs.nr_dirty;
 		}
 		close(fd);
 	}
