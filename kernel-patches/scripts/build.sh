@@ -1,6 +1,10 @@
 #!/bin/bash
 # make uml: build the patched ARCH=um kernel; build.sh control (make
-# uml-control) builds the unpatched control kernel.
+# uml-control) builds the unpatched control kernel, build.sh kasan (make
+# uml-kasan) the patched one with KASAN, build.sh bench bench-before (make
+# uml-bench) the two benchmark kernels: without the test build's debugging
+# (uml-bench.config), the whole series and the series up to
+# BENCH_BEFORE_LAST (0024: without the writeback rework).
 #
 # Each variant has one build directory ($CACHE/build/<variant> is a symlink
 # to it) holding a git worktree (src) and the O= output (out).  The input
@@ -18,16 +22,22 @@ ensure_deps
 mkdir -p "$CACHE/src" "$CACHE/build"
 ensure_base_repo
 
-REQUIRED="F2FS_FS F2FS_CHECK_FS F2FS_FS_COMPRESSION FUSE_FS FUSE_PASSTHROUGH AIO BLK_DEV_UBD HOSTFS
-DEVTMPFS MEMCG MEMCG_V1 CACHESTAT_SYSCALL DEBUG_ATOMIC_SLEEP PROVE_LOCKING
-DEBUG_VM MAGIC_SYSRQ FS_VERITY QUOTA TMPFS COMPACTION MIGRATION
-BLK_DEV_NULL_BLK EXT2_FS EXT4_FS EXT4_FS_SECURITY EXFAT_FS XFS_FS
+REQUIRED="F2FS_FS F2FS_FS_COMPRESSION FUSE_FS FUSE_PASSTHROUGH AIO BLK_DEV_UBD HOSTFS
+DEVTMPFS MEMCG MEMCG_V1 CACHESTAT_SYSCALL MAGIC_SYSRQ FS_VERITY QUOTA TMPFS
+COMPACTION MIGRATION BLK_DEV_NULL_BLK EXT2_FS EXT4_FS EXT4_FS_SECURITY
+EXFAT_FS XFS_FS"
+# the test kernels' debugging, which the benchmark kernels must not have
+DEBUG_OPTS="F2FS_CHECK_FS DEBUG_ATOMIC_SLEEP PROVE_LOCKING LOCKDEP DEBUG_VM
 DEBUG_STACK_USAGE"
+BENCH_BEFORE_LAST=${BENCH_BEFORE_LAST:-0024}
+
+is_bench() { [ "$1" = bench ] || [ "$1" = bench-before ]; }
 
 # Kconfig fragments of variant $1, merged in this order on top of defconfig.
 fragments() {
 	echo "$KP_DIR/uml.config"
 	[ "$1" != kasan ] || echo "$KP_DIR/uml-kasan.config"
+	! is_bench "$1" || echo "$KP_DIR/uml-bench.config"
 }
 
 input_hash() {	# $1 = variant
@@ -60,6 +70,8 @@ tree_commit() {
 
 build_variant() {	# $1 = variant
 	local v=$1 h dir src out start commit link=$CACHE/build/$1
+	SERIES_LAST=
+	[ "$v" != bench-before ] || SERIES_LAST=$BENCH_BEFORE_LAST
 	h=$(input_hash "$v")
 	dir=$(readlink -f "$link" 2>/dev/null || true)
 	if [ -z "$dir" ] || [ ! -d "$dir" ] ||
@@ -102,10 +114,17 @@ build_variant() {	# $1 = variant
 	fi
 	local o req=$REQUIRED
 	[ "$v" != kasan ] || req="$req KASAN"
+	is_bench "$v" || req="$req $DEBUG_OPTS"
 	for o in $req; do
 		grep -q "^CONFIG_$o=y" "$out/.config" ||
 			die "CONFIG_$o not enabled in $v config"
 	done
+	if is_bench "$v"; then
+		for o in $DEBUG_OPTS KASAN; do
+			! grep -q "^CONFIG_$o=y" "$out/.config" ||
+				die "CONFIG_$o enabled in the $v config"
+		done
+	fi
 	[ "$v" != kasan ] || grep -q '^CONFIG_KERNEL_STACK_ORDER=3$' "$out/.config" ||
 		die "CONFIG_KERNEL_STACK_ORDER is not 3 in the kasan config"
 	make -C "$src" ARCH=um O="$out" -j"$JOBS" linux \
@@ -117,7 +136,8 @@ build_variant() {	# $1 = variant
 	log "$v kernel built in $(( $(date +%s) - start ))s"
 }
 
-# variants to build: patched (default), control, kasan (see the Makefile)
+# variants to build: patched (default), control, kasan, bench, bench-before
+# (see the Makefile)
 for v in "${@:-patched}"; do
 	build_variant "$v"
 	log "uml: $v=$(readlink -f "$CACHE/build/$v")/out/linux"

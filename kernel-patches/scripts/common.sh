@@ -107,10 +107,13 @@ ensure_base_source() {
 	fi
 }
 
+# The series' patch files in order; with SERIES_LAST=NNNN (a patch number)
+# only those up to and including that patch.
 series_patches() {
 	local p
 	grep -v '^[[:space:]]*\(#\|$\)' "$KP_DIR/series" | while read -r p; do
 		echo "$KP_DIR/$p"
+		[ -z "${SERIES_LAST:-}" ] || [ "${p%%-*}" != "$SERIES_LAST" ] || break
 	done
 }
 
