@@ -46,9 +46,11 @@ install_missing() {
 		die "apt-get install failed"
 }
 
-# Version of the installed $SRC_PKG, empty if none.
+# Version of the installed $SRC_PKG, empty if none.  dpkg-query fails for a
+# package this machine never had (a fresh one): with pipefail that must not
+# end the run.
 installed_version() {
-	dpkg-query -W -f='${Status} ${Version}' "$SRC_PKG" 2>/dev/null |
+	{ dpkg-query -W -f='${Status} ${Version}' "$SRC_PKG" 2>/dev/null || true; } |
 		sed -n 's/^install ok installed //p'
 }
 
