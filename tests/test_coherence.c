@@ -33,6 +33,7 @@
 #include <linux/aio_abi.h>
 #include <linux/falloc.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -720,6 +721,48 @@ static int xdo_write(struct xstate *x, unsigned seq)
 	return 0;
 }
 
+/* A SIGBUS while touching a mapping becomes a failure with the operations
+ * that led to it, not a crash without them: the kernel's idea of the size
+ * (i_size of the FUSE inode) was below the model's. */
+static sigjmp_buf x_bus_jmp;
+static volatile sig_atomic_t x_bus_armed;
+static void x_on_sigbus(int sig)
+{
+	if (!x_bus_armed) {
+		signal(sig, SIG_DFL);
+		raise(sig);
+		return;
+	}
+	siglongjmp(x_bus_jmp, 1);
+}
+
+static int xbus_fail(struct xstate *x, int h, size_t pg, size_t len, bool write)
+{
+	struct stat hs = { 0 }, bs = { 0 };
+	fstat(x->fd[h], &hs);
+	fstat(x->bfd, &bs);
+	return xfail(x, "SIGBUS in a %s mapping of %zu at %zu through %s: the model has size %zu, "
+			"fstat of the handle %lld, of the backing file %lld",
+		     write ? "written" : "read", len, pg, xh_names[h], x->size,
+		     (long long)hs.st_size, (long long)bs.st_size);
+}
+
+/* Copies into (write) or out of a mapping; -1 if that raised SIGBUS. */
+static int xmap_touch(unsigned char *map, unsigned char *buf, size_t len, bool write)
+{
+	if (sigsetjmp(x_bus_jmp, 1)) {
+		x_bus_armed = 0;
+		return -1;
+	}
+	x_bus_armed = 1;
+	if (write)
+		memcpy(map, buf, len);
+	else
+		memcpy(buf, map, len);
+	x_bus_armed = 0;
+	return 0;
+}
+
 /* Shared mappings of a page-aligned range inside the file. */
 static int xdo_map(struct xstate *x, bool write, unsigned seq)
 {
@@ -740,14 +783,18 @@ static int xdo_map(struct xstate *x, bool write, unsigned seq)
 		return xfail(x, "mmap %s: %s", xh_names[h], strerror(errno));
 	}
 	int r = 0;
-	if (write) {
+	bool do_sync = write && xnext(x) % 2;
+	if (write)
 		fill_pattern(x->buf, len, seq);
-		memcpy(p, x->buf, len);
+	if (xmap_touch(p, x->buf, len, write) < 0) {
+		munmap(p, len);
+		return xbus_fail(x, h, pg, len, write);
+	}
+	if (write) {
 		memcpy(x->model + pg, x->buf, len);
-		if (xnext(x) % 2 && msync(p, len, MS_SYNC) < 0)
+		if (do_sync && msync(p, len, MS_SYNC) < 0)
 			r = xfail(x, "msync: %s", strerror(errno));
 	} else {
-		memcpy(x->buf, p, len);
 		r = xcheck(x, x->buf, (ssize_t)len, pg, len, "mapped read");
 	}
 	munmap(p, len);
@@ -934,6 +981,9 @@ START_TEST(coh_exerciser)
 	x->bfd = open(CEXP("x.dat"), O_RDONLY);
 	ck_assert(x->bfd >= 0);
 	pid_t dropper = start_dropper();
+	struct sigaction sa = { .sa_handler = x_on_sigbus };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
 	double end = now_s() + co_seconds(15);
 	int rc = xreopen_all(x);
 	unsigned long ops = 0;
@@ -943,6 +993,7 @@ START_TEST(coh_exerciser)
 	}
 	if (!rc)
 		rc = xdo_verify(x);
+	signal(SIGBUS, SIG_DFL);
 	kill(dropper, SIGKILL);
 	waitpid(dropper, NULL, 0);
 	for (int i = 0; i < XH_N; i++)

@@ -139,6 +139,7 @@ static void file_free(struct dcfs_file *f)
 {
 	files_unlink(f);
 	stats_file_close(f);
+	wpipe_land(f); /* before the inode may get a backing file */
 	passthrough_release(f);
 	dropbehind_remove(f); /* after the counts, before the fd goes */
 	/* Before release: what the handle leaves may then be dropped. */

@@ -180,6 +180,7 @@ void wpipe_sync_all(void);
 int wpipe_check(struct dcfs_file *f);
 int wpipe_flush(struct dcfs_file *f);
 void wpipe_synced(struct dcfs_file *f);
+void wpipe_land(struct dcfs_file *f);
 void wpipe_close(struct dcfs_file *f);
 
 /* readahead.c */

@@ -1117,17 +1117,30 @@ void wpipe_synced(struct dcfs_file *f)
 	pthread_mutex_unlock(&wp->io_lock);
 }
 
-/* At release: write what is left (an error can only be logged now). */
+/*
+ * At release, first: what the handle still holds goes to the backing file
+ * (an error can only be logged now).  Before the handle stops counting in
+ * passthrough.c: once it does, a new open may give the kernel the backing
+ * file, which must then hold everything acknowledged.
+ */
+void wpipe_land(struct dcfs_file *f)
+{
+	if (!f->wp)
+		return;
+	pthread_mutex_lock(&f->lock);
+	flush_as_writer(f->wp);
+	drain(f->wp);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* At release, last: the pipe goes (wpipe_land() left nothing in it). */
 void wpipe_close(struct dcfs_file *f)
 {
 	struct wpipe *wp = f->wp, **pp;
 
 	if (!wp)
 		return;
-	pthread_mutex_lock(&f->lock);
-	flush_as_writer(wp);
-	drain(wp);
-	pthread_mutex_unlock(&f->lock);
+	wpipe_land(f);
 	worker_stop(wp);
 	pthread_mutex_lock(&wp->wi->lock);
 	for (pp = &wp->wi->handles; *pp != wp; pp = &(*pp)->next)
