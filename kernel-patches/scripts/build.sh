@@ -9,7 +9,8 @@
 # Each variant has one build directory ($CACHE/build/<variant> is a symlink
 # to it) holding a git worktree (src) and the O= output (out).  The input
 # hash covers the tarball, the config fragment and (for the patched kernel)
-# the patches in series order; it is stored next to the build, and an
+# the patches in series order, and the uml-host/ fixes every variant gets;
+# it is stored next to the build, and an
 # unchanged input is not rebuilt.  When the series changes, the worktree is
 # moved to the new tree with git checkout, which only rewrites the files
 # that differ, so the rebuild is incremental.  Bump BUILD_RECIPE when the
@@ -48,6 +49,7 @@ input_hash() {	# $1 = variant
 		if [ "$1" != control ]; then
 			series_patches | while read -r p; do cat "$p"; done
 		fi
+		uml_host_patches | while read -r p; do cat "$p"; done
 	} | sha256sum | cut -c1-16
 }
 
@@ -58,13 +60,10 @@ config_hash() {	# $1 = variant
 
 # commit holding the tree to build for variant $1
 tree_commit() {
-	if [ "$1" = control ]; then
-		git -C "$BASE_REPO" rev-parse base
-		return
-	fi
 	local wt=$CACHE/src/apply
 	reset_worktree "$wt" >&2
-	apply_series "$wt" >&2
+	[ "$1" = control ] || apply_series "$wt" >&2
+	apply_uml_host "$wt" >&2
 	git -C "$wt" rev-parse HEAD
 }
 

@@ -176,6 +176,20 @@ apply_series() {
 	done < <(series_patches)
 }
 
+# Fixes that let UML run on the host at all (uml-host/, not part of the
+# series): every UML kernel the harness builds gets them, control too.
+uml_host_patches() {
+	ls "$KP_DIR"/uml-host/*.patch 2>/dev/null | sort
+}
+
+apply_uml_host() {	# $1 = worktree
+	local p
+	while read -r p; do
+		git -C "$1" -c user.name=harness -c user.email=harness@localhost \
+			am -q "$p" || die "git am failed: uml-host/$(basename "$p")"
+	done < <(uml_host_patches)
+}
+
 # Reuse worktree $1 if it exists (cheap: only files that differ from its
 # current state are rewritten), otherwise create it; leave it at pristine base.
 reset_worktree() {
