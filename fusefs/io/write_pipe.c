@@ -867,8 +867,14 @@ static bool adopt_write(struct dcfs_file *f, const char *data, size_t len,
 	if (tail)
 		memcpy(buf_mem(wp), reqbuf_data(rb) + from_req, tail);
 	wp->boff = upto;
-	set_buffered(wp, tail);
+	/*
+	 * The buffer's count drops only once its from_buf acknowledged bytes
+	 * are counted in flight or written: in between, nothing_pending()
+	 * would let another request's getattr or read skip the sync and
+	 * answer from a backing file without them.
+	 */
 	if (submit_adopted(wp, rb, start, at, want) == 0) {
+		set_buffered(wp, tail);
 		stats_add(f->policy, ST_ADOPTED, 1);
 		*res = (ssize_t)len;
 		return true;
@@ -880,6 +886,7 @@ static bool adopt_write(struct dcfs_file *f, const char *data, size_t len,
 		err = 0;
 	else if (!err)
 		err = EIO;
+	set_buffered(wp, tail);
 	reqbuf_release(rb);
 	*res = (ssize_t)len;
 	if (err) {
