@@ -47,7 +47,6 @@ while read -r p; do
 	fi
 done < <(series_patches; uml_host_patches)
 [ $fail -eq 0 ] || die "checkpatch reported problems"
-# (uml-host/ fixes: checkpatch here; make uml applies them on the series)
 
 compile_each_patch() {
 	local out=$CACHE/build/check-out c n=0 objs o t0 subj

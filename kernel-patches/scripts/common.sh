@@ -159,6 +159,12 @@ fresh_worktree() {
 	git -C "$BASE_REPO" worktree add -q --detach "$wt" base
 }
 
+# Commit patch $2 to worktree $1 with the harness's identity.
+am_patch() {
+	git -C "$1" -c user.name=harness -c user.email=harness@localhost \
+		am -q "$2" || die "git am failed: ${3:-$(basename "$2")}"
+}
+
 # Apply the series to worktree $1 with git apply --check / git am.
 apply_series() {
 	local wt=$1 p
@@ -171,8 +177,7 @@ apply_series() {
 			fi
 			die "$(basename "$p") does not apply to $SRC_PKG $TREE_VERSION (the series is based on $BASE_VERSION); rebase the series with: make -C $KP_DIR rebase"
 		fi
-		git -C "$wt" -c user.name=harness -c user.email=harness@localhost \
-			am -q "$p" || die "git am failed: $(basename "$p")"
+		am_patch "$wt" "$p"
 	done < <(series_patches)
 }
 
@@ -185,8 +190,7 @@ uml_host_patches() {
 apply_uml_host() {	# $1 = worktree
 	local p
 	while read -r p; do
-		git -C "$1" -c user.name=harness -c user.email=harness@localhost \
-			am -q "$p" || die "git am failed: uml-host/$(basename "$p")"
+		am_patch "$1" "$p" "uml-host/$(basename "$p")"
 	done < <(uml_host_patches)
 }
 
