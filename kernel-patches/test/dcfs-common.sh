@@ -29,4 +29,13 @@ dcfs_start() {
 		fi
 		sleep 0.2
 	done
+	# The mount is listed before the daemon has answered INIT (the kernel
+	# sends INIT asynchronously), and the daemon logs what INIT agreed on
+	# before it replies.  A stat of the root waits for that reply, so what
+	# the callers grep in the log is there once this returns.
+	if ! stat "$3" > /dev/null; then
+		echo "FAIL: dcfs on $3 does not answer"
+		cat "$5"
+		return 1
+	fi
 }
