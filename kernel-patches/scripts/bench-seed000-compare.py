@@ -3,7 +3,11 @@
 """Seed 000's published numbers beside two runs of make bench (the
 bench-guest.sh output of a "before" and an "after" kernel):
 
-    bench-seed000-compare.py BEFORE.out AFTER.out
+    bench-seed000-compare.py BEFORE.out[,BEFORE2.out...] AFTER.out[,...]
+
+Several runs of one kernel (comma-separated) are pooled: the write table
+then averages all their rounds, the memcg table takes the median of all
+their runs.
 
 Prints the write table in the seed's phone-table shape (normal vs
 dontcache throughput, kswapd, Cached; 9 request sizes) and the memcg table
@@ -45,9 +49,16 @@ def size(req):
     return f"{req // 1048576} MiB" if req >= 1048576 else f"{req // 1024} KiB"
 
 
-def load(path):
-    with open(path) as fh:
-        return bench_lines.parse(fh, ("W", "M"))
+def load(paths):
+    rows = []
+    for path in paths.split(","):
+        with open(path) as fh:
+            rows += bench_lines.parse(fh, ("W", "M"))
+    return rows
+
+
+def boots(paths):
+    return len(paths.split(","))
 
 
 def by(rows, table):
@@ -70,9 +81,12 @@ def median(rs, k):
 def main():
     before, after = load(sys.argv[1]), load(sys.argv[2])
     wb, wa = by(before, "W"), by(after, "W")
+    nb = boots(sys.argv[1])
+    na = boots(sys.argv[2])
     print("Write table, seed 000's phone shape (MB/s; seed: MiB/s, mean of "
-          "2 rounds; UML: mean of 2 counterbalanced rounds, 256 MiB "
-          "files, fsync included):\n")
+          "2 rounds; UML: mean of 2 counterbalanced rounds per boot, "
+          f"{nb} boot(s) before, {na} after, 256 MiB files, fsync "
+          "included):\n")
     print("| req | seed normal | seed dontcache | seed dc/n | UML before "
           "normal | UML before dontcache | before dc/n | UML after normal "
           "| UML after dontcache | after dc/n | seed kswapd0 CPU n / dc "
@@ -96,7 +110,8 @@ def main():
               f"{max((int(r['resident']) for r in wa[req]['dontcache']), default=-1)} |")
     mb, ma = by(before, "M"), by(after, "M")
     print("\nmemcg table, seed 000's QEMU shape (memory.max 255852544, swap "
-          "off, 1 GiB, medians of 3; seed MiB/s, UML MB/s):\n")
+          "off, 1 GiB; seed: medians of 3; UML: medians of the runs of "
+          f"{nb} boot(s) before, {na} after; seed MiB/s, UML MB/s):\n")
     print("| req | mode | seed MiB/s | seed memory.current MiB | seed scan "
           "| seed steal | UML before MB/s | before memory.current MiB | "
           "before scan | before steal | UML after MB/s | after "
