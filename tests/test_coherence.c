@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -67,6 +68,31 @@ static const char *const co_confs[] = { SHIPPED_CONF, STREAMED_CONF, AUTO_CONF }
 static enum cohkind g_co;
 static struct own_mount g_cm;
 
+/*
+ * DCFS_COH_FREE_MIB=N (not set in make check): leave only N MiB free on the
+ * backing filesystem, as later suites of a whole run find it, so the write
+ * pipe works near its low-space threshold (write_pipe.c).
+ */
+static void co_fill(const char *root)
+{
+	const char *env = getenv("DCFS_COH_FREE_MIB");
+	struct statvfs sv;
+	char path[PATH_MAX];
+
+	if (!env || statvfs(root, &sv) < 0)
+		return;
+	uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize, keep = strtoull(env, NULL, 0) << 20;
+	if (avail <= keep)
+		return;
+	snprintf(path, sizeof path, "%s/filler-%d", root, (int)getpid());
+	int fd = open(path, O_CREAT | O_WRONLY, 0600);
+	if (fd >= 0) {
+		if (fallocate(fd, 0, 0, (off_t)(avail - keep)) < 0)
+			fprintf(stderr, "co_fill: fallocate: %s\n", strerror(errno));
+		close(fd);
+	}
+}
+
 static void co_setup(enum cohkind k)
 {
 	char err[512];
@@ -81,6 +107,7 @@ static void co_setup(enum cohkind k)
 	}
 	own_mount_start(&g_cm, root, co_names[k], co_confs[k]);
 	chmod(g_cm.exp, 0777);
+	co_fill(root);
 }
 static void co_setup_shipped(void) { co_setup(CO_SHIPPED); }
 static void co_setup_streamed(void) { co_setup(CO_STREAMED); }
@@ -736,15 +763,72 @@ static void x_on_sigbus(int sig)
 	siglongjmp(x_bus_jmp, 1);
 }
 
+static int xmap_touch(unsigned char *map, unsigned char *buf, size_t len, bool write);
+
+/* The daemon's log since the exerciser began, its last lines: a READ that
+ * failed in the daemon would say so there. */
+static size_t xdaemon_log_tail(char *out, size_t size)
+{
+	size_t n = 0, l = 0;
+	char *log = slurp(g_cm.d.log, &n), *from, *p;
+	int lines = 0;
+
+	out[0] = 0;
+	if (!log)
+		return 0;
+	from = strstr(log, "=== dcfs-tests: begin coh_exerciser");
+	if (!from)
+		from = log;
+	for (p = log + n; p > from && lines < 16; p--)
+		if (p[-1] == '\n' && p != log + n)
+			lines++;
+	l = (size_t)snprintf(out, size, "\ndaemon log (last lines since the exerciser began):\n%s",
+			     p);
+	free(log);
+	return l < size ? l : size - 1;
+}
+
+/*
+ * What the kernel thinks right after a SIGBUS, in an order that changes it
+ * least: whether the same range faults again in a new mapping (a FUSE
+ * inode size shrunk by a short READ does, until an attribute refresh; a
+ * READ that failed once in the daemon normally does not), then what a
+ * read(2) through the handle returns, then the sizes fstat reports (which
+ * may refresh the inode's size).
+ */
 static int xbus_fail(struct xstate *x, int h, size_t pg, size_t len, bool write)
 {
 	struct stat hs = { 0 }, bs = { 0 };
+	char again[64] = "not tried", rd[128], tail[3072];
+	unsigned char *p = mmap(NULL, len, PROT_READ, MAP_SHARED, x->fd[h], (off_t)pg);
+	unsigned char *tmp = malloc(len);
+	ssize_t n;
+
+	if (p != MAP_FAILED && tmp)
+		snprintf(again, sizeof again, "%s",
+			 xmap_touch(p, tmp, len, false) < 0 ? "SIGBUS again" : "no fault");
+	if (p != MAP_FAILED)
+		munmap(p, len);
+	free(tmp);
+	/* x->buf still holds what a written mapping was given */
+	n = pread(x->fd[h], x->abuf, len, (off_t)pg);
+	if (n < 0) {
+		snprintf(rd, sizeof rd, "failed: %s", strerror(errno));
+	} else {
+		size_t odd = 0;
+		for (size_t i = 0; i < (size_t)n; i++)
+			odd += x->abuf[i] != x->model[pg + i] && !(write && x->abuf[i] == x->buf[i]);
+		snprintf(rd, sizeof rd, "%zd of %zu bytes, %zu of them neither the model's nor the mapping's",
+			 n, len, odd);
+	}
 	fstat(x->fd[h], &hs);
 	fstat(x->bfd, &bs);
-	return xfail(x, "SIGBUS in a %s mapping of %zu at %zu through %s: the model has size %zu, "
-			"fstat of the handle %lld, of the backing file %lld",
-		     write ? "written" : "read", len, pg, xh_names[h], x->size,
-		     (long long)hs.st_size, (long long)bs.st_size);
+	xdaemon_log_tail(tail, sizeof tail);
+	return xfail(x, "SIGBUS in a %s mapping of %zu at %zu through %s: the model has size %zu; "
+			"then a new mapping of the range, read: %s; pread of it through the "
+			"handle: %s; fstat of the handle %lld, of the backing file %lld%s",
+		     write ? "written" : "read", len, pg, xh_names[h], x->size, again, rd,
+		     (long long)hs.st_size, (long long)bs.st_size, tail);
 }
 
 /* Copies into (write) or out of a mapping; -1 if that raised SIGBUS. */
