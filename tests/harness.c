@@ -34,6 +34,20 @@ char EROOT[PATH_MAX];
 
 static pid_t g_main_pid;
 
+#undef _tcase_add_test
+void dcfs_tcase_add_test(TCase *tc, const TTest *t, int sig, int exitv, int s, int e)
+{
+	const char *only = getenv("DCFS_TEST_ONLY");
+	if (only && *only && strncmp(t->name, "zz_", 3) != 0) {
+		char list[1024], key[256];
+		snprintf(list, sizeof list, ",%s,", only);
+		snprintf(key, sizeof key, ",%s,", t->name);
+		if (!strstr(list, key))
+			return;
+	}
+	_tcase_add_test(tc, t, sig, exitv, s, e);
+}
+
 /* ---- cleanup registry (fixed arrays so the signal handler can use it) --- */
 #define MAXREG 64
 static char reg_mounts[MAXREG][PATH_MAX]; /* unmounted in reverse order */

@@ -31,6 +31,13 @@
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #endif
 
+/*
+ * DCFS_TEST_ONLY=name[,name...]: register only these tests (plus every
+ * TCase's zz_unmount_and_check_daemon), to run one test while working on it.
+ */
+void dcfs_tcase_add_test(TCase *tc, const TTest *t, int sig, int exitv, int s, int e);
+#define _tcase_add_test dcfs_tcase_add_test
+
 enum fs_kind { FS_EXT4 = 0, FS_XFS = 1, FS_COUNT };
 enum mount_method { MM_DAEMON, MM_HELPER, MM_BIND };
 

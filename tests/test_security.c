@@ -292,8 +292,9 @@ static long open_wr_trunc(void *p)
 
 START_TEST(sec_open_stale_attrs)
 {
-	/* Long attribute cache: the kernel keeps believing the old mode. */
-	sec_mount("stale-open", _i, "attr_timeout=300,entry_timeout=300");
+	/* Long attribute cache: the kernel keeps believing the old mode (names
+	 * are never cached with nodefault_permissions, dcfs(8)). */
+	sec_mount("stale-open", _i, _i ? "attr_timeout=300" : "attr_timeout=300,entry_timeout=300");
 	ck_assert_int_eq(write_file(EXPP("f"), "private\n", 8, 0666), 0);
 	OK(chmod(EXPP("f"), 0666));
 	OK(chown(EXPP("f"), VICTIM, VICTIM_G));
@@ -545,6 +546,147 @@ START_TEST(sec_no_search_and_exec_only)
 		expect_as(exec_path, "x700", EACCES, "exec");
 		expect_as(open_path, "x700", EACCES, "open");
 	}
+	sec_unmount();
+}
+END_TEST
+
+/*
+ * What an unprivileged user learns and reaches through access(2), chdir(2),
+ * readlink(2) and xattr reads is what the backing filesystem gives it
+ * natively (issue 38 #2): with nodefault_permissions dcfs(8) promises that
+ * the backing filesystem alone decides.  Every operation runs as the
+ * attacker on the backing path and through the mount; rounds 1 and 2 run
+ * after root walked, listed and read everything through the mount, so the
+ * kernel holds dentries, attributes and symlink targets the attacker could
+ * not have looked up itself.
+ */
+enum probe_op { PR_ACC_R, PR_ACC_W, PR_ACC_X, PR_CHDIR, PR_READLINK, PR_GETXATTR,
+		PR_LISTXATTR, PR_STAT, PR_OPEN, PR_NOPS };
+static const char *const probe_names[] = { "access(R_OK)", "access(W_OK)", "access(X_OK)",
+					    "chdir",	    "readlink",	    "getxattr(user.t)",
+					    "listxattr",    "stat",	    "open(O_RDONLY)" };
+
+struct probe_arg {
+	const char *path;
+	enum probe_op op;
+};
+
+static long probe_as(void *p)
+{
+	const struct probe_arg *a = p;
+	char buf[4096];
+	struct stat st;
+	switch (a->op) {
+	case PR_ACC_R:
+		return access(a->path, R_OK);
+	case PR_ACC_W:
+		return access(a->path, W_OK);
+	case PR_ACC_X:
+		return access(a->path, X_OK);
+	case PR_CHDIR:
+		return chdir(a->path);
+	case PR_READLINK:
+		return readlink(a->path, buf, sizeof buf);
+	case PR_GETXATTR:
+		return getxattr(a->path, "user.t", buf, sizeof buf);
+	case PR_LISTXATTR:
+		/* the list itself differs where only the mount adds names */
+		return listxattr(a->path, buf, sizeof buf) < 0 ? -1 : 0;
+	case PR_STAT:
+		return stat(a->path, &st);
+	case PR_OPEN: {
+		int fd = open(a->path, O_RDONLY);
+		return fd < 0 ? -1 : close(fd);
+	}
+	default:
+		return -1;
+	}
+}
+
+/* Root walks, lists, stats, reads links and xattrs of the tree through
+ * the mount, leaving all of it in the kernel's caches. */
+static void root_warms(const char *const *rels, size_t n)
+{
+	char buf[4096];
+	struct stat st;
+	for (size_t i = 0; i < n; i++) {
+		const char *m = MNTP(rels[i]);
+		lstat(m, &st);
+		stat(m, &st);
+		readlink(m, buf, sizeof buf);
+		getxattr(m, "user.t", buf, sizeof buf);
+		listxattr(m, buf, sizeof buf);
+		access(m, R_OK);
+		DIR *d = opendir(m);
+		if (d) {
+			while (readdir(d))
+				;
+			closedir(d);
+		}
+	}
+}
+
+START_TEST(sec_unpriv_probes_like_native)
+{
+	sec_mount("probes", _i, NULL);
+	/* root's private and public files, directories and links */
+	OK(write_file(EXPP("f600"), "secret\n", 7, 0600));
+	OK(write_file(EXPP("f644"), "public\n", 7, 0644));
+	OK(write_file(EXPP("x755"), "#!/bin/sh\n", 10, 0755));
+	OK(write_file(EXPP("x700"), "#!/bin/sh\n", 10, 0700));
+	OK(mkdir(EXPP("d700"), 0700));
+	OK(mkdir(EXPP("d711"), 0711));
+	OK(mkdir(EXPP("d744"), 0744));
+	OK(mkdir(EXPP("d755"), 0755));
+	const char *inner[] = { "d700", "d711", "d744" };
+	for (int i = 0; i < 3; i++) {
+		char p[64];
+		snprintf(p, sizeof p, "%s/g", inner[i]);
+		OK(write_file(EXPP(p), "inner\n", 6, 0644));
+		OK(setxattr(EXPP(p), "user.t", "v", 1, 0));
+		snprintf(p, sizeof p, "%s/lnk", inner[i]);
+		OK(symlink("g", EXPP(p)));
+		snprintf(p, sizeof p, "%s/sub", inner[i]);
+		OK(mkdir(EXPP(p), 0755));
+	}
+	OK(symlink("f600", EXPP("lnk")));
+	OK(setxattr(EXPP("f600"), "user.t", "v", 1, 0));
+	OK(setxattr(EXPP("f644"), "user.t", "v", 1, 0));
+	/* the attacker's own private file */
+	OK(write_file(EXPP("mine"), "mine\n", 5, 0600));
+	OK(chown(EXPP("mine"), ATTACKER, ATTACKER_G));
+	static const char *const rels[] = {
+		"f600",	  "f644",     "x755",	  "x700",      "d700",	   "d711",
+		"d744",	  "d755",     "lnk",	  "mine",      "d700/g",   "d700/lnk",
+		"d700/sub", "d711/g", "d711/lnk", "d711/sub",  "d744/g",   "d744/lnk",
+		"d744/sub", "missing", "d700/missing",
+	};
+	const size_t n = sizeof rels / sizeof rels[0];
+	char diffs[4096] = "";
+	for (int round = 0; round < 3; round++) {
+		if (round > 0)
+			root_warms(rels, n);
+		for (size_t i = 0; i < n; i++)
+			for (int op = 0; op < PR_NOPS; op++) {
+				char nat[PATH_MAX], mnt[PATH_MAX];
+				snprintf(nat, sizeof nat, "%s", EXPP(rels[i]));
+				snprintf(mnt, sizeof mnt, "%s", MNTP(rels[i]));
+				struct probe_arg an = { nat, op }, am = { mnt, op };
+				struct res rn = run_as(ATTACKER, ATTACKER_G, probe_as, &an);
+				struct res rm = run_as(ATTACKER, ATTACKER_G, probe_as, &am);
+				/* a value's length is the value: compare success only */
+				if (rn.ret > 0 && rm.ret > 0)
+					rn.ret = rm.ret = 0;
+				if (rn.ret == rm.ret && rn.err == rm.err)
+					continue;
+				size_t l = strlen(diffs);
+				snprintf(diffs + l, sizeof diffs - l,
+					 "\n  round %d: %s %s: native %s, dcfs %s", round,
+					 probe_names[op], rels[i], res_str(rn), res_str(rm));
+			}
+	}
+	ck_assert_msg(!diffs[0], "as uid %d, dcfs%s answers differently:%s", ATTACKER,
+		      variant_names[_i], diffs);
 	sec_unmount();
 }
 END_TEST
@@ -854,6 +996,17 @@ START_TEST(sec_options_hygiene)
 	ck_assert_msg(rc == 1 && strstr(out, "allow_root"), "allow_other,allow_root: %d: %s", rc,
 		      out);
 	ck_assert_msg(!is_mounted(mnt, NULL, 0), "mounted with allow_other,allow_root");
+	/* names the kernel holds would be walked through without a check */
+	const char *ndp_cached[] = { "entry_timeout=1", "negative_timeout=1" };
+	for (int i = 0; i < 2; i++) {
+		rc = run_cmd(out, sizeof out,
+			     "timeout 10 '%s' -f -o allow_other,nodefault_permissions,%s '%s' '%s' 2>&1",
+			     g_dcfs_bin, ndp_cached[i], exp, mnt);
+		ck_assert_msg(rc == 1 && strstr(out, "entry_timeout=0"),
+			      "nodefault_permissions,%s: exit %d: %s", ndp_cached[i], rc, out);
+		ck_assert_msg(!is_mounted(mnt, NULL, 0), "mounted with nodefault_permissions,%s",
+			      ndp_cached[i]);
+	}
 	rc = run_cmd(out, sizeof out, "timeout 10 '%s' -f -o bogus_opt '%s' '%s' 2>&1", g_dcfs_bin,
 		     exp, mnt);
 	ck_assert_msg(rc == 1, "bogus_opt: exit %d", rc);
@@ -954,6 +1107,7 @@ Suite *security_suite(void)
 	tcase_add_loop_test(tc, sec_created_objects_owned_by_caller, 0, 2);
 	tcase_add_loop_test(tc, sec_no_search_and_exec_only, 0, 2);
 	tcase_add_loop_test(tc, sec_umask_acl_dev_fuse, 0, 2);
+	tcase_add_loop_test(tc, sec_unpriv_probes_like_native, 0, 2);
 	tcase_add_test(tc, sec_mount_inside_backing_refused);
 	tcase_add_loop_test(tc, sec_lookup_into_own_mount, 0, 2);
 	tcase_add_test(tc, sec_check_config_bounded);

@@ -159,6 +159,27 @@ static int default_threads(void)
  * invalidating the directory's attributes at each change, not from their
  * expiry (dcfs(8), METADATA ROUND TRIPS).
  */
+/*
+ * Without default_permissions the kernel checks no search permission on a
+ * name it holds (fuse_permission() asks the daemon for access(2) and
+ * chdir(2) only): a name root or the owner looked up in a 0700 directory
+ * would let every other user walk through it to the file, and a missing
+ * name would answer ENOENT where the directory refuses them.  With names
+ * never cached the kernel sends a LOOKUP for every name of every walk, as
+ * the caller (caller_ops.c), so the backing filesystem decides each time.
+ */
+static int names_never_cached(struct dcfs_options *opt)
+{
+	if (opt->entry_timeout > 0 || opt->negative_timeout > 0) {
+		fprintf(stderr,
+			"dcfs: nodefault_permissions needs entry_timeout=0 and negative_timeout=0 (the kernel lets every user through a name it holds without asking dcfs)\n");
+		return -EINVAL;
+	}
+	opt->entry_timeout = 0;
+	opt->negative_timeout = 0;
+	return 0;
+}
+
 static int apply_cache_mode(struct dcfs_options *opt)
 {
 	double t;
@@ -177,6 +198,8 @@ static int apply_cache_mode(struct dcfs_options *opt)
 	}
 	if (opt->attr_timeout < 0)
 		opt->attr_timeout = t;
+	if (opt->nodefault_permissions)
+		return names_never_cached(opt);
 	if (opt->entry_timeout < 0)
 		opt->entry_timeout = t;
 	if (opt->negative_timeout < 0)

@@ -384,6 +384,12 @@ static void dcfs_statfs(fuse_req_t req, fuse_ino_t ino)
 		fuse_reply_statfs(req, &sv);
 }
 
+/*
+ * Only sent with -o nodefault_permissions (access(2), chdir(2) and the
+ * like), where it runs with the caller's fsuid, fsgid and groups
+ * (caller_ops.c).  AT_EACCESS makes faccessat() check those: without it
+ * the kernel checks the real uid, which is root's.
+ */
 static void dcfs_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
 	struct dcfs_inode *inode = dcfs_inode_of(ino);
@@ -393,7 +399,7 @@ static void dcfs_access(fuse_req_t req, fuse_ino_t ino, int mask)
 		fuse_reply_err(req, -fd);
 		return;
 	}
-	err = (int)dcfs_err(faccessat(fd, "", mask, AT_EMPTY_PATH));
+	err = (int)dcfs_err(faccessat(fd, "", mask, AT_EMPTY_PATH | AT_EACCESS));
 	inode_unpin(inode);
 	fuse_reply_err(req, -err);
 }
