@@ -34,7 +34,7 @@ STD      := -std=gnu11
 BUILD_PACKAGES := libfuse3-dev fuse3 pkg-config libinih-dev liburing-dev
 DEMO_PACKAGES  := $(BUILD_PACKAGES) e2fsprogs util-linux attr
 CHECK_PACKAGES := $(DEMO_PACKAGES) check xfsprogs btrfs-progs acl groff-base \
-	iproute2 systemd samba smbclient python3
+	iproute2 systemd samba smbclient python3 debhelper dpkg-dev lintian
 BENCH_PACKAGES := $(DEMO_PACKAGES) btrfs-progs xfsprogs gnuplot-nox strace
 STRESS_PACKAGES := $(DEMO_PACKAGES) xfsprogs stress-ng
 FUZZ_PACKAGES  := $(BUILD_PACKAGES) clang libclang-rt-14-dev
@@ -59,7 +59,7 @@ TEST_SRCS   := $(wildcard tests/*.c)
 B := build
 DAEMON_OBJS := $(patsubst fusefs/%.c,$(B)/obj/%.o,$(DAEMON_SRCS))
 
-.PHONY: FORCE all deps deps-build deps-demo deps-check deps-bench deps-stress deps-fuzz deps-deb deb check check-asan fuzz demo bench bench-meta stress install uninstall clean man-check units-check arch-check
+.PHONY: FORCE all deps deps-build deps-demo deps-check deps-bench deps-stress deps-fuzz deps-deb deb deb-check version-check check check-asan fuzz demo bench bench-meta stress install uninstall clean man-check units-check arch-check
 
 # systemd units (fusefs/systemd/*.in): `make install` fills in the install
 # paths of that invocation (so PREFIX given only to install is honoured);
@@ -169,7 +169,7 @@ units-check: $(B)/dcfs $(addprefix $(B)/systemd-verify/,$(UNITS))
 TEST_ENV = DCFS_SRCDIR=$(CURDIR) DCFS_SBINDIR=$(SBINDIR)
 
 check: deps-check
-	$(MAKE) all $(B)/dcfs-tests man-check units-check arch-check
+	$(MAKE) all $(B)/dcfs-tests man-check units-check arch-check deb-check
 	DCFS_BIN=$(abspath $(B)/dcfs) MOUNT_DCFS_BIN=$(abspath $(B)/mount.dcfs) \
 	DCFS_UNIT_DIR=$(abspath $(B)/systemd-verify) $(TEST_ENV) \
 		$(B)/dcfs-tests; status=$$?; \
@@ -250,21 +250,35 @@ install: all
 # lintian): the packaging files live in fusefs/debian/ and are copied to
 # debian/ in a copy of the tree, so the build runs clean and leaves this
 # tree's build/ alone.  -> build/deb/dcfs_VERSION_ARCH.deb
-DEB_VERSION = $(shell sed -n 's/^\#define DCFS_VERSION "\(.*\)"/\1/p' include/dcfs.h)
+# The version has one source, include/dcfs_version.h (the daemon prints it);
+# version-check holds the changelog to it.
+VERSION = $(shell sed -n 's/^\#define DCFS_VERSION "\(.*\)"$$/\1/p' include/dcfs_version.h)
 DEB_ARCH = $(shell dpkg --print-architecture)
-DEB_TREE = $(B)/deb/dcfs-$(DEB_VERSION)
+DEB_TREE = $(B)/deb/dcfs-$(VERSION)
+DEB_FILE = $(B)/deb/dcfs_$(VERSION)_$(DEB_ARCH).deb
 
-deb: deps-deb
+version-check:
 	@v=$$(dpkg-parsechangelog -l fusefs/debian/changelog -S Version); \
-	if [ "$$v" != "$(DEB_VERSION)" ]; then \
-		echo "fusefs/debian/changelog says $$v, include/dcfs.h $(DEB_VERSION)"; exit 1; fi
+	if [ -z "$(VERSION)" ] || [ "$$v" != "$(VERSION)" ]; then \
+		echo "fusefs/debian/changelog says $$v, include/dcfs_version.h '$(VERSION)'"; exit 1; fi
+
+deb: deps-deb version-check
 	rm -rf $(B)/deb && mkdir -p $(DEB_TREE)
 	tar -c --exclude=./build --exclude=./build-asan --exclude=./build-fuzz \
 		--exclude=./.git --exclude=./kernel-patches . | tar -x -C $(DEB_TREE)
 	cp -r fusefs/debian $(DEB_TREE)/debian
 	cd $(DEB_TREE) && dpkg-buildpackage -b -us -uc
-	lintian --fail-on error $(B)/deb/dcfs_$(DEB_VERSION)_$(DEB_ARCH).deb
-	@echo "built $(B)/deb/dcfs_$(DEB_VERSION)_$(DEB_ARCH).deb"
+	lintian --fail-on error $(DEB_FILE)
+	@echo "built $(DEB_FILE)"
+
+# The package built and installed into a throw-away root on every `make
+# check` (~30 s): its file list, conffile, version, Depends, remove and
+# purge (tests/install/deb-root.sh), so a move that breaks the release
+# breaks the check.
+deb-check: | $(B)
+	@$(MAKE) --no-print-directory deb >$(B)/deb.log 2>&1 || { cat $(B)/deb.log; exit 1; }
+	@grep -E '^(W|E): ' $(B)/deb.log || true
+	tests/install/deb-root.sh $(DEB_FILE) tests/install/deb-files.txt $(VERSION)
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/dcfs $(DESTDIR)$(HELPERDIR)/mount.dcfs

@@ -22,8 +22,6 @@
 
 #include "ops/ops.h"
 
-#define DCFS_VERSION "0.1.0"
-
 /* Default seconds a SIGTERM waits for open files (-o stop_timeout). */
 #define DCFS_STOP_TIMEOUT 30
 

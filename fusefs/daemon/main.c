@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "daemon/daemon.h"
+#include "dcfs_version.h"
 
 /*
  * The probe line of each backing filesystem already gives the fd budget.

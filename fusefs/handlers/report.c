@@ -14,6 +14,7 @@
 #include <sys/sysmacros.h>
 
 #include "handlers/handlers.h"
+#include "dcfs_version.h"
 
 #define NPOLICIES (POLICY_AUTO + 1)
 
