@@ -220,11 +220,11 @@ check-asan: deps-check
 
 # Bounded libFuzzer run of the config parser and matcher.
 FUZZ_SECONDS ?= 60
-build-fuzz/fuzz_config: tests/fuzz/fuzz_config.c fusefs/policy/config.c fusefs/policy/policy.c fusefs/ops/log.c $(HEADERS)
+FUZZ_SRCS := fusefs/policy/config.c fusefs/policy/keys.c fusefs/policy/policy.c fusefs/ops/log.c
+build-fuzz/fuzz_config: tests/fuzz/fuzz_config.c $(FUZZ_SRCS) $(HEADERS)
 	@mkdir -p build-fuzz
 	clang $(STD) -g -O1 -fsanitize=fuzzer,address,undefined $(CPPFLAGS) $(FUSE_CFLAGS) \
-		-o $@ tests/fuzz/fuzz_config.c fusefs/policy/config.c fusefs/policy/policy.c fusefs/ops/log.c \
-		$(FUSE_LIBS) -linih -lpthread
+		-o $@ tests/fuzz/fuzz_config.c $(FUZZ_SRCS) $(FUSE_LIBS) -linih -lpthread
 
 fuzz: deps-fuzz build-fuzz/fuzz_config
 	@mkdir -p build-fuzz/corpus

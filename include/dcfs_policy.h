@@ -74,6 +74,7 @@ struct dcfs_config {
 	bool fuse_readahead;	  /* read-only streams through the FUSE cache */
 	bool passthrough_reads;	  /* ... or read by the kernel, dropped behind */
 	bool passthrough_uncached; /* streams: uncached I/O by the kernel */
+	uint64_t write_expire_ms; /* longest wait in a write buffer; 0: none */
 	int log_level;	    /* fuse_log_level; -1 = unchanged */
 	struct cfg_class *classes;
 	size_t n_classes;

@@ -27,6 +27,7 @@ Suite *passthrough_suite(void); /* test_passthrough.c */
 Suite *uring_suite(void); /* test_uring.c */
 Suite *coherence_suite(void); /* test_coherence.c */
 Suite *install_suite(void); /* test_install.c */
+Suite *config_suite(void); /* test_config.c */
 
 static const struct config configs[] = {
 	{ "ext4-dcfs", FS_EXT4, MM_DAEMON, NULL, NULL },
@@ -122,6 +123,7 @@ int main(void)
 		srunner_add_suite(sr, uring_suite());
 		srunner_add_suite(sr, coherence_suite());
 		srunner_add_suite(sr, install_suite());
+		srunner_add_suite(sr, config_suite());
 	}
 	if (!getenv("CK_FORK"))
 		srunner_set_fork_status(sr, CK_FORK);

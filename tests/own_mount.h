@@ -1,7 +1,7 @@
-/* Helpers shared by the "policy" and "stream" suites (defined in
- * test_policy.c): a dcfs mount with a config file of the suite's own,
- * reload by SIGHUP, the user.dcfs.* xattrs, stats counters and page cache
- * residency (cachestat). */
+/* Helpers shared by the suites that run a daemon of their own (defined in
+ * own_mount.c): a dcfs mount with a config file of the suite's own,
+ * reload by SIGHUP, the user.dcfs.* xattrs, stats counters, page cache
+ * residency (cachestat), and the source tree's documents. */
 #ifndef DCFS_TESTS_OWN_MOUNT_H
 #define DCFS_TESTS_OWN_MOUNT_H
 
@@ -33,12 +33,18 @@ int own_mount_start_argv(struct own_mount *m, const char *root, const char *tag,
 /* Unmount, wait for exit, require status 0 and a clean log. Returns 0 or
  * -1 with err filled. */
 int own_mount_stop(struct own_mount *m, char *err, size_t errlen);
+/* own_mount_start() on the harness's fs, own_mount_stop(): the test fails
+ * on an error. */
+void own_mount_ck(struct own_mount *m, enum fs_kind fs, const char *tag, const char *conf);
+void own_unmount_ck(struct own_mount *m);
 /* Best-effort: lazy unmount and kill (fixture teardown). */
 void own_mount_kill(struct own_mount *m);
 /* Rewrite the config and SIGHUP the daemon; waits until the daemon has
  * logged the outcome of that reload ("reloaded ..." or "reload of ...
  * failed"). Returns 1 reloaded, 0 failed (old rules kept), -1 no answer. */
 int own_reload(struct own_mount *m, const char *text);
+/* How many times needle occurs in hay (without overlaps). */
+int count_str(const char *hay, const char *needle);
 /* getxattr as a malloc'd NUL-terminated string, NULL (errno) on error. */
 char *xattr_str(const char *path, const char *name);
 /* Counter cls.key from user.dcfs.stats of mnt, -1 if not found. */
@@ -54,5 +60,9 @@ int line_of(const char *conf, const char *line);
 /* sync + echo 3 > /proc/sys/vm/drop_caches */
 void drop_caches(void);
 uint64_t hash64(const void *buf, size_t len);
+/* The source tree (DCFS_SRCDIR, set by make check), and one of its files
+ * read whole (malloc'd); both fail the test when missing. */
+const char *srcdir(void);
+char *src_file(const char *rel);
 
 #endif

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Subcommands that do not mount: `dcfs --check-config FILE`,
+ * `dcfs --list-config-keys`,
  * `dcfs stat [--json | --prometheus | --files | --watch [SECS]] MOUNTPOINT`
  * and the internal `dcfs --read-config FILE` of reload.c.
  *
@@ -68,6 +69,13 @@ int cmd_read_config(int argc, char *argv[])
 	free(buf);
 	config_errors_free(&errs);
 	return ret;
+}
+
+/* The keys dcfs.conf may hold, from the table the parser reads (keys.c). */
+int cmd_list_config_keys(void)
+{
+	config_keys_print(stdout);
+	return fflush(stdout) == 0 ? 0 : 1;
 }
 
 int cmd_check_config(int argc, char *argv[])

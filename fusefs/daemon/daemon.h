@@ -15,6 +15,7 @@ void shutdown_stop(void);
 /* cli.c */
 int config_load_or_report(const char *path, struct dcfs_config **out);
 int cmd_check_config(int argc, char *argv[]);
+int cmd_list_config_keys(void);
 int cmd_read_config(int argc, char *argv[]);
 int cmd_stat(int argc, char *argv[]);
 

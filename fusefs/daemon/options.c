@@ -228,6 +228,7 @@ void options_usage(const char *prog)
 {
 	printf("usage: %s [options] BACKING_DIR MOUNTPOINT\n"
 	       "       %s --check-config FILE\n"
+	       "       %s --list-config-keys\n"
 	       "       %s stat [--wide | --json | --prometheus | --files |\n"
 	       "               --watch [SECS] [--count N]] MOUNTPOINT  (stat --help)\n\n"
 	       "    -h, --help             print this help\n"
@@ -260,7 +261,7 @@ void options_usage(const char *prog)
 	       "                           kernel has it, Linux >= 6.14)\n"
 	       "    -o allow_other, ro, fsname=..., and the other FUSE mount\n"
 	       "       options of mount.fuse3(8)\n",
-	       prog, prog, prog);
+	       prog, prog, prog, prog);
 }
 
 static int dir_is_empty(const char *path)

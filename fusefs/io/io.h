@@ -73,6 +73,7 @@ struct wpipe_limits {
 	uint64_t writeback;	 /* writeback_limit */
 	uint64_t inflight;	 /* per handle; 0: synchronous writes */
 	uint64_t inflight_mount; /* all handles */
+	uint64_t expire_ms;	 /* write_expire; 0: no bound */
 };
 
 /* Read-ahead window of a reader through the FUSE cache. */

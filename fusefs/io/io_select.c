@@ -219,6 +219,7 @@ static int attach_wpipe(struct dcfs_file *f, const struct dcfs_config *cfg)
 		.writeback = cfg->writeback_limit,
 		.inflight = cfg->inflight,
 		.inflight_mount = cfg->inflight_mount,
+		.expire_ms = cfg->write_expire_ms,
 	};
 
 	return wpipe_open(f, &lim);

@@ -64,9 +64,15 @@
  *    the identity captured with the data and record failures like any
  *    deferred error.  The fallback path (no RWF_DONTCACHE) stays
  *    synchronous: its window state is shared with reads.
+ *  - Acknowledged data waits in a buffer at most write_expire (dcfs.conf):
+ *    a buffer that holds data is due that long after it stopped being
+ *    empty, and one flusher thread writes it then, as its writer would.
+ *    Without it a slow writer (a log, a recorder between chunks) kept its
+ *    last bytes in the daemon until the next sync point, invisible in the
+ *    backing directory and lost if the daemon died.
  *  - Lock order: struct wp_inode lock, then dcfs_file lock, then the
  *    handle's io_lock (backing-write state: written spans, partial pages,
- *    bounded writeback) or qlock (the job queue).
+ *    bounded writeback) or qlock (the job queue); expiry.lock last.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -75,6 +81,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "io/io.h"
@@ -132,6 +139,8 @@ struct wpipe {
 	size_t blen;
 	struct creds_id id;
 	uint64_t inflight_limit, mount_limit;
+	uint64_t expire_ms;   /* write_expire of the handle's open */
+	_Atomic uint64_t due; /* when the buffer must be written; 0: empty */
 	/* io_lock: the backing-write state, also f->stream->dc_lo/dc_hi */
 	pthread_mutex_t io_lock;
 	uint64_t wb_limit;
@@ -235,6 +244,7 @@ int wpipe_open(struct dcfs_file *f, const struct wpipe_limits *lim)
 	wp->wb_limit = lim->writeback;
 	wp->inflight_limit = lim->inflight;
 	wp->mount_limit = lim->inflight_mount;
+	wp->expire_ms = lim->expire_ms;
 	pthread_mutex_init(&wp->io_lock, NULL);
 	pthread_mutex_init(&wp->qlock, NULL);
 	pthread_cond_init(&wp->qcv, NULL);
@@ -706,12 +716,17 @@ static void worker_stop(struct wpipe *wp)
 	}
 }
 
+static void expiry_arm(struct wpipe *wp);
+
 static void set_buffered(struct wpipe *wp, size_t blen)
 {
-	if (!wp->blen && blen)
+	if (!wp->blen && blen) {
 		atomic_fetch_add(&buffered_handles, 1);
-	else if (wp->blen && !blen)
+		expiry_arm(wp);
+	} else if (wp->blen && !blen) {
 		atomic_fetch_sub(&buffered_handles, 1);
+		atomic_store(&wp->due, 0);
+	}
 	atomic_fetch_add(&buffered_bytes, blen - wp->blen);
 	stats_add(wp->f->policy, ST_BUFFERED, blen - wp->blen);
 	wp->blen = blen;
@@ -1164,4 +1179,138 @@ void wpipe_close(struct dcfs_file *f)
 	pthread_mutex_destroy(&wp->io_lock);
 	free(wp);
 	f->wp = NULL;
+}
+
+/* --- expiry: the longest wait of acknowledged data (write_expire) ------ */
+
+static struct {
+	pthread_once_t once;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	bool kicked;		/* a buffer became due sooner than planned */
+	_Atomic uint64_t next;	/* when the flusher wakes; 0 while it scans */
+} expiry = {
+	.once = PTHREAD_ONCE_INIT,
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.next = UINT64_MAX,
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Writes the due buffers of wi's handles; returns when the next is due. */
+static uint64_t write_due_wi(struct wp_inode *wi, uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+
+	pthread_mutex_lock(&wi->lock);
+	for (struct wpipe *wp = wi->handles; wp; wp = wp->next) {
+		uint64_t due = atomic_load(&wp->due);
+
+		if (due && due > now && due < next)
+			next = due;
+		if (!due || due > now)
+			continue;
+		pthread_mutex_lock(&wp->f->lock);
+		if (atomic_load(&wp->due) && atomic_load(&wp->due) <= now)
+			flush_as_writer(wp); /* an error is the writer's, deferred */
+		pthread_mutex_unlock(&wp->f->lock);
+	}
+	pthread_mutex_unlock(&wi->lock);
+	return next;
+}
+
+/* One pass over every inode with handles, as wpipe_sync_all() walks them. */
+static uint64_t write_due(void)
+{
+	uint64_t now = now_ms(), next = UINT64_MAX, n;
+	struct wp_inode *wi, *following;
+
+	if (!atomic_load(&buffered_handles))
+		return next;
+	pthread_mutex_lock(&reg_lock);
+	for (size_t b = 0; b < NBUCKETS; b++) {
+		for (wi = buckets[b]; wi; wi = following) {
+			wi->refs++;
+			pthread_mutex_unlock(&reg_lock);
+			n = write_due_wi(wi, now);
+			next = n < next ? n : next;
+			pthread_mutex_lock(&reg_lock);
+			following = wi->next;
+			wi_put_locked(wi);
+		}
+	}
+	pthread_mutex_unlock(&reg_lock);
+	return next;
+}
+
+static void *flusher_main(void *arg)
+{
+	uint64_t next;
+	struct timespec ts;
+
+	(void)arg;
+	for (;;) {
+		atomic_store(&expiry.next, 0); /* every arming kicks meanwhile */
+		pthread_mutex_lock(&expiry.lock);
+		expiry.kicked = false;
+		pthread_mutex_unlock(&expiry.lock);
+		next = write_due();
+		pthread_mutex_lock(&expiry.lock);
+		atomic_store(&expiry.next, next);
+		if (!expiry.kicked && next == UINT64_MAX) {
+			pthread_cond_wait(&expiry.cv, &expiry.lock);
+		} else if (!expiry.kicked) {
+			/* The condition variable's clock is CLOCK_MONOTONIC too. */
+			ts.tv_sec = (time_t)(next / 1000);
+			ts.tv_nsec = (long)(next % 1000) * 1000000;
+			pthread_cond_timedwait(&expiry.cv, &expiry.lock, &ts);
+		}
+		pthread_mutex_unlock(&expiry.lock);
+	}
+	return NULL;
+}
+
+static void expiry_start(void)
+{
+	pthread_condattr_t attr;
+	sigset_t all, old;
+	pthread_t t;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&expiry.cv, &attr);
+	pthread_condattr_destroy(&attr);
+	/* Signals are for libfuse's threads. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&t, NULL, flusher_main, NULL) == 0)
+		pthread_detach(t);
+	else
+		log_err("write_expire: no flusher thread: buffers wait for a sync point\n");
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* The buffer of wp has just received its first bytes (f->lock held). */
+static void expiry_arm(struct wpipe *wp)
+{
+	uint64_t due;
+
+	if (!wp->expire_ms)
+		return;
+	due = now_ms() + wp->expire_ms;
+	atomic_store(&wp->due, due);
+	pthread_once(&expiry.once, expiry_start);
+	/* Sooner than the flusher's plan, or while it scans: tell it. */
+	if (due >= atomic_load(&expiry.next))
+		return;
+	pthread_mutex_lock(&expiry.lock);
+	expiry.kicked = true;
+	pthread_cond_signal(&expiry.cv);
+	pthread_mutex_unlock(&expiry.lock);
 }

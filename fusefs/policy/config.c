@@ -27,7 +27,15 @@
 #define MAX_ERRORS 100
 #define COMM_MAX 15 /* TASK_COMM_LEN - 1 */
 
-enum section { SEC_NONE, SEC_GLOBAL, SEC_CLASS, SEC_DIR, SEC_PROCESS, SEC_BAD };
+/* The sections of keys.c's table, and the states between them. */
+enum section {
+	SEC_GLOBAL = CFG_SEC_GLOBAL,
+	SEC_CLASS = CFG_SEC_CLASS,
+	SEC_DIR = CFG_SEC_DIR,
+	SEC_PROCESS = CFG_SEC_PROCESS,
+	SEC_NONE = CFG_SEC__COUNT, /* before the first header */
+	SEC_BAD,		   /* after a rejected header */
+};
 
 /* A class name used in a [dir] before the class may have been defined. */
 struct pending_map {
@@ -55,6 +63,8 @@ struct parse_state {
 	int read_errno; /* a read of the stream failed */
 };
 
+static int section_defaults(enum cfg_section_id sec, void *obj);
+
 static const char *const policy_names[] = {
 	[POLICY_UNSET] = "unset",
 	[POLICY_CACHE] = "cache",
@@ -80,19 +90,28 @@ int policy_parse(const char *s, enum dcfs_policy *out)
 	return -EINVAL;
 }
 
+/* The decimal number s starts with (no sign, no blank): 0 or -errno. */
+static int leading_number(const char *s, unsigned long long *v, char **end)
+{
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	*v = strtoull(s, end, 10);
+	if (errno)
+		return errno == ERANGE ? -ERANGE : -EINVAL;
+	return 0;
+}
+
 /* "123", "64K", "16M", "16MiB", "1G", "2T" (powers of 1024). */
 int size_parse(const char *s, uint64_t *out)
 {
 	unsigned long long v;
 	unsigned int shift = 0;
 	char *end;
+	int err = leading_number(s, &v, &end);
 
-	if (!isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return errno == ERANGE ? -ERANGE : -EINVAL;
+	if (err)
+		return err;
 	switch (toupper((unsigned char)*end)) {
 	case 'K': shift = 10; end++; break;
 	case 'M': shift = 20; end++; break;
@@ -206,13 +225,10 @@ static void forget_keys(struct parse_state *ps)
 	ps->n_keys = 0;
 }
 
+/* key is the table's name of a key, so an alias and its key are one. */
 static bool key_seen_before(struct parse_state *ps, const char *key)
 {
 	char **slot;
-
-	/* "default" is another name for "policy": both at once is a duplicate. */
-	if (!strcasecmp(key, "default"))
-		key = "policy";
 
 	for (size_t i = 0; i < ps->n_keys; i++)
 		if (strcasecmp(ps->keys[i], key) == 0)
@@ -282,8 +298,8 @@ static void begin_class(struct parse_state *ps, const char *name)
 		error_at(ps, ps->lineno, "bad class name '%s' (letters, digits, '-', '_')", name);
 		return;
 	}
-	if (!strcasecmp(name, "policy") || !strcasecmp(name, "default") ||
-	    !strcasecmp(name, "min_size")) {
+	/* A [dir] takes class names as keys: its own keys cannot be one. */
+	if (cfg_key_find(CFG_SEC_DIR, name)) {
 		error_at(ps, ps->lineno, "class name '%s' is a reserved key", name);
 		return;
 	}
@@ -297,6 +313,7 @@ static void begin_class(struct parse_state *ps, const char *name)
 	c = array_push(&cfg->classes, &cfg->n_classes, sizeof(*c));
 	if (!c)
 		return;
+	section_defaults(CFG_SEC_CLASS, c);
 	c->name = strdup(name);
 	c->line = ps->lineno;
 	ps->sec = SEC_CLASS;
@@ -328,9 +345,9 @@ static void begin_dir(struct parse_state *ps, const char *path)
 		free(norm);
 		return;
 	}
+	section_defaults(CFG_SEC_DIR, d);
 	d->path = norm;
 	d->len = strlen(norm);
-	d->min_size = -1;
 	d->line = ps->lineno;
 	ps->sec = SEC_DIR;
 	ps->idx = cfg->n_dirs - 1;
@@ -357,8 +374,8 @@ static void begin_process(struct parse_state *ps, const char *comm)
 	p = array_push(&cfg->procs, &cfg->n_procs, sizeof(*p));
 	if (!p)
 		return;
+	section_defaults(CFG_SEC_PROCESS, p);
 	p->comm = strdup(comm);
-	p->fuse_readahead = -1;
 	p->line = ps->lineno;
 	ps->sec = SEC_PROCESS;
 	ps->idx = cfg->n_procs - 1;
@@ -476,118 +493,90 @@ skip:
 	return str;
 }
 
-static void set_policy(struct parse_state *ps, const char *value,
-		       enum dcfs_policy *slot, int *line_slot)
+static bool set_policy(struct parse_state *ps, const char *value,
+		       enum dcfs_policy *slot)
 {
 	if (policy_parse(value, slot) < 0) {
 		error_at(ps, ps->lineno,
 			 "bad policy '%s' (expected cache, dontcache, dontcache-read, dontcache-write or auto)",
 			 value);
-		return;
+		return false;
 	}
-	if (line_slot)
-		*line_slot = ps->lineno;
+	return true;
 }
 
-static bool set_size(struct parse_state *ps, const char *key,
-		     const char *value, uint64_t *slot)
+/* "500ms", "5s", "2m", "1h"; a plain number is seconds.  In milliseconds. */
+static int duration_parse(const char *s, uint64_t *out)
 {
-	int err = size_parse(value, slot);
+	static const struct {
+		const char *suffix;
+		uint64_t ms;
+	} units[] = { { "", 1000 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 } };
+	unsigned long long v;
+	char *end;
+	int err = leading_number(s, &v, &end);
+
+	if (err)
+		return err;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcasecmp(end, units[i].suffix))
+			continue;
+		if (v > UINT64_MAX / units[i].ms)
+			return -ERANGE;
+		*out = v * units[i].ms;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* A size (dcfs.conf(5) SIZES) or a duration into *slot; else reported. */
+static bool parse_number(struct parse_state *ps, const char *key,
+			 const char *value, bool duration, uint64_t *slot)
+{
+	int err = duration ? duration_parse(value, slot) : size_parse(value, slot);
+	const char *what = duration ? "duration" : "size";
 
 	if (err == -ERANGE)
-		error_at(ps, ps->lineno, "%s: size '%s' is too large", key, value);
+		error_at(ps, ps->lineno, "%s: %s '%s' is too large", key, what, value);
 	else if (err)
 		error_at(ps, ps->lineno,
-			 "%s: bad size '%s' (a number with an optional K, M, G or T suffix)",
-			 key, value);
+			 "%s: bad %s '%s' (a number with an optional %s suffix)",
+			 key, what, value, duration ? "ms, s, m or h" : "K, M, G or T");
 	return err == 0;
 }
 
-static void set_bool(struct parse_state *ps, const char *key,
+static bool set_bool(struct parse_state *ps, const char *key,
 		     const char *value, bool *slot)
 {
 	if (!strcasecmp(value, "yes") || !strcmp(value, "1") || !strcasecmp(value, "on"))
 		*slot = true;
 	else if (!strcasecmp(value, "no") || !strcmp(value, "0") || !strcasecmp(value, "off"))
 		*slot = false;
-	else
+	else {
 		error_at(ps, ps->lineno, "%s must be yes or no", key);
+		return false;
+	}
+	return true;
 }
 
-static int parse_log_level(const char *s)
+static bool set_log_level(struct parse_state *ps, const char *value, int *slot)
 {
 	static const char *const names[] = { "error", "warning", "info", "debug" };
 	static const int levels[] = { FUSE_LOG_ERR, FUSE_LOG_WARNING,
 				      FUSE_LOG_INFO, FUSE_LOG_DEBUG };
 
-	for (size_t i = 0; i < 4; i++)
-		if (strcasecmp(s, names[i]) == 0)
-			return levels[i];
-	return -1;
-}
-
-static void global_key(struct parse_state *ps, const char *key,
-		       const char *value)
-{
-	struct dcfs_config *cfg = ps->cfg;
-	uint64_t v = 0;
-
-	if (!strcasecmp(key, "default") || !strcasecmp(key, "policy")) {
-		set_policy(ps, value, &cfg->default_policy, NULL);
-	} else if (!strcasecmp(key, "min_size")) {
-		if (set_size(ps, key, value, &v))
-			cfg->min_size = (int64_t)v;
-	} else if (!strcasecmp(key, "auto_threshold")) {
-		if (set_size(ps, key, value, &v) && v == 0)
-			error_at(ps, ps->lineno, "auto_threshold must be greater than 0");
-		else if (v)
-			cfg->auto_threshold = v;
-	} else if (!strcasecmp(key, "window")) {
-		if (set_size(ps, key, value, &v) && (v < 65536 || v > (1ULL << 30)))
-			error_at(ps, ps->lineno, "window must be between 64K and 1G");
-		else
-			cfg->window = v;
-	} else if (!strcasecmp(key, "readahead")) {
-		if (set_size(ps, key, value, &v) && v > (16ULL << 20))
-			error_at(ps, ps->lineno, "readahead must be at most 16M (0 turns it off)");
-		else
-			cfg->readahead = v;
-	} else if (!strcasecmp(key, "writeback_limit")) {
-		if (set_size(ps, key, value, &v) && v && (v < (1ULL << 20) || v > (1ULL << 30)))
-			error_at(ps, ps->lineno,
-				 "writeback_limit must be between 1M and 1G (0 turns it off)");
-		else
-			cfg->writeback_limit = v;
-	} else if (!strcasecmp(key, "prefetch")) {
-		set_bool(ps, key, value, &cfg->prefetch);
-	} else if (!strcasecmp(key, "fuse_readahead")) {
-		set_bool(ps, key, value, &cfg->fuse_readahead);
-	} else if (!strcasecmp(key, "passthrough_reads")) {
-		set_bool(ps, key, value, &cfg->passthrough_reads);
-	} else if (!strcasecmp(key, "passthrough_uncached")) {
-		set_bool(ps, key, value, &cfg->passthrough_uncached);
-	} else if (!strcasecmp(key, "inflight")) {
-		if (set_size(ps, key, value, &v) && v > (1ULL << 30))
-			error_at(ps, ps->lineno, "inflight must be at most 1G (0: synchronous writes)");
-		else
-			cfg->inflight = v;
-	} else if (!strcasecmp(key, "inflight_mount")) {
-		if (set_size(ps, key, value, &v) && (v < (1ULL << 20) || v > (16ULL << 30)))
-			error_at(ps, ps->lineno, "inflight_mount must be between 1M and 16G");
-		else
-			cfg->inflight_mount = v;
-	} else if (!strcasecmp(key, "log_level")) {
-		cfg->log_level = parse_log_level(value);
-		if (cfg->log_level < 0)
-			error_at(ps, ps->lineno,
-				 "bad log_level '%s' (expected error, warning, info or debug)",
-				 value);
-	} else {
-		error_at(ps, ps->lineno, "unknown key '%s' in [global]", key);
+	for (size_t i = 0; i < 4; i++) {
+		if (strcasecmp(value, names[i]) == 0) {
+			*slot = levels[i];
+			return true;
+		}
 	}
+	error_at(ps, ps->lineno,
+		 "bad log_level '%s' (expected error, warning, info or debug)", value);
+	return false;
 }
 
-static void add_extensions(struct parse_state *ps, struct cfg_class *c,
+static void add_extensions(struct parse_state *ps, char ***exts, size_t *n_exts,
 			   const char *value)
 {
 	char *copy = strdup(value), *save = NULL, *tok;
@@ -604,68 +593,197 @@ static void add_extensions(struct parse_state *ps, struct cfg_class *c,
 		}
 		for (char *p = tok; *p; p++)
 			*p = (char)tolower((unsigned char)*p);
-		slot = array_push(&c->exts, &c->n_exts, sizeof(*slot));
+		slot = array_push(exts, n_exts, sizeof(*slot));
 		if (slot)
 			*slot = strdup(tok);
 	}
 	free(copy);
 }
 
-static void class_key(struct parse_state *ps, const char *key,
-		      const char *value)
+/* A size or duration within the key's range (keys.c); else reported. */
+static bool in_range(struct parse_state *ps, const struct cfg_key *k, uint64_t v)
 {
-	struct cfg_class *c = &ps->cfg->classes[ps->idx];
+	char range[96];
 
-	if (!strcasecmp(key, "extensions"))
-		add_extensions(ps, c, value);
-	else if (!strcasecmp(key, "policy"))
-		set_policy(ps, value, &c->policy, &c->policy_line);
-	else
-		error_at(ps, ps->lineno,
-			 "unknown key '%s' in [class %s] (expected extensions or policy)",
-			 key, c->name);
+	if (cfg_key_in_range(k, v))
+		return true;
+	cfg_key_range_text(k, range, sizeof(range));
+	error_at(ps, ps->lineno, "%s must be %s", k->name, range);
+	return false;
 }
 
-static void dir_key(struct parse_state *ps, const char *key, const char *value)
+static bool set_number(struct parse_state *ps, const struct cfg_key *k,
+		       const char *key, const char *value, void *field)
 {
-	struct cfg_dir *d = &ps->cfg->dirs[ps->idx];
-	struct pending_map *pm;
 	uint64_t v = 0;
 
-	if (!strcasecmp(key, "policy") || !strcasecmp(key, "default")) {
-		set_policy(ps, value, &d->policy, &d->policy_line);
-	} else if (!strcasecmp(key, "min_size")) {
-		if (set_size(ps, key, value, &v)) {
-			d->min_size = (int64_t)v;
-			d->min_size_line = ps->lineno;
-		}
-	} else {
-		/* Class names are resolved once the whole file is read. */
-		pm = array_push(&ps->pending, &ps->n_pending, sizeof(*pm));
-		if (!pm)
-			return;
-		pm->dir_idx = ps->idx;
-		pm->class_name = strdup(key);
-		pm->value = strdup(value);
-		pm->line = ps->lineno;
+	if (!parse_number(ps, key, value, k->type == CFG_DURATION, &v))
+		return false;
+	if (!in_range(ps, k, v))
+		return false;
+	if (k->type == CFG_SSIZE)
+		*(int64_t *)field = (int64_t)v;
+	else
+		*(uint64_t *)field = v;
+	return true;
+}
+
+/*
+ * Sets key k (spelt key in the file) of obj, the struct of its section,
+ * from value: true, or false with the problem reported.
+ */
+static bool set_value(struct parse_state *ps, const struct cfg_key *k, void *obj,
+		      const char *key, const char *value)
+{
+	void *field = (char *)obj + k->off;
+	bool on = false;
+
+	switch (k->type) {
+	case CFG_POLICY:
+		return set_policy(ps, value, field);
+	case CFG_SIZE:
+	case CFG_SSIZE:
+	case CFG_DURATION:
+		return set_number(ps, k, key, value, field);
+	case CFG_BOOL:
+		if (!set_bool(ps, key, value, &on))
+			return false;
+		*(bool *)field = on;
+		return true;
+	case CFG_TRISTATE:
+		if (!set_bool(ps, key, value, &on))
+			return false;
+		*(int *)field = on;
+		return true;
+	case CFG_LOG_LEVEL:
+		return set_log_level(ps, value, field);
+	case CFG_EXTENSIONS:
+		add_extensions(ps, field, (size_t *)((char *)field + sizeof(char **)), value);
+		return true;
+	}
+	return false;
+}
+
+static void set_key(struct parse_state *ps, const struct cfg_key *k, void *obj,
+		    const char *key, const char *value)
+{
+	if (set_value(ps, k, obj, key, value) && k->line_off)
+		*(int *)((char *)obj + k->line_off) = ps->lineno;
+}
+
+/*
+ * A section's struct with nothing set: each key's default (the row's text,
+ * parsed as if it stood in a file) or its "unset" value.
+ */
+static int section_defaults(enum cfg_section_id sec, void *obj)
+{
+	struct cfg_errors errs = { 0 };
+	struct parse_state ps = { .file = "built-in default", .errs = &errs };
+	const struct cfg_section *s = &cfg_sections[sec];
+	int ret = 0;
+
+	for (size_t i = 0; i < s->n; i++) {
+		const struct cfg_key *k = &s->keys[i];
+		void *field = (char *)obj + k->off;
+
+		if (k->def)
+			set_value(&ps, k, obj, k->name, k->def);
+		else if (k->type == CFG_SSIZE)
+			*(int64_t *)field = -1;
+		else if (k->type == CFG_TRISTATE || k->type == CFG_LOG_LEVEL)
+			*(int *)field = -1;
+	}
+	for (size_t i = 0; i < errs.n; i++) {
+		log_err("BUG: keys.c: %s\n", errs.msgs[i]);
+		ret = -EINVAL;
+	}
+	config_errors_free(&errs);
+	return ret;
+}
+
+/* Is the required key k of obj still unset? */
+static bool key_unset(const struct cfg_key *k, const void *obj)
+{
+	const char *field = (const char *)obj + k->off;
+
+	switch (k->type) {
+	case CFG_POLICY:
+		return *(const enum dcfs_policy *)field == POLICY_UNSET;
+	case CFG_EXTENSIONS:
+		return *(const size_t *)(field + sizeof(char **)) == 0;
+	case CFG_SSIZE:
+		return *(const int64_t *)field < 0;
+	case CFG_TRISTATE:
+	case CFG_LOG_LEVEL:
+		return *(const int *)field < 0;
+	default:
+		return false;
 	}
 }
 
-static void process_key(struct parse_state *ps, const char *key,
-			const char *value)
+/* "[class NAME] has no extensions", reported at the section's header. */
+static void check_required(struct parse_state *ps, enum cfg_section_id sec,
+			   const void *obj, const char *arg, int line)
 {
-	struct cfg_process *p = &ps->cfg->procs[ps->idx];
-	bool on = false;
+	const struct cfg_section *s = &cfg_sections[sec];
 
-	if (!strcasecmp(key, "policy")) {
-		set_policy(ps, value, &p->policy, NULL);
-	} else if (!strcasecmp(key, "fuse_readahead")) {
-		set_bool(ps, key, value, &on);
-		p->fuse_readahead = on;
-	} else {
-		error_at(ps, ps->lineno,
-			 "unknown key '%s' in [process %s] (expected policy or fuse_readahead)",
-			 key, p->comm);
+	for (size_t i = 0; i < s->n; i++)
+		if (s->keys[i].required && key_unset(&s->keys[i], obj))
+			error_at(ps, line, "[%s %s] has no %s", s->name, arg, s->keys[i].name);
+}
+
+/* The struct of the current section, and its name or path for messages. */
+static void *section_object(struct parse_state *ps, const char **arg)
+{
+	struct dcfs_config *cfg = ps->cfg;
+
+	switch (ps->sec) {
+	case SEC_CLASS:
+		*arg = cfg->classes[ps->idx].name;
+		return &cfg->classes[ps->idx];
+	case SEC_DIR:
+		*arg = cfg->dirs[ps->idx].path;
+		return &cfg->dirs[ps->idx];
+	case SEC_PROCESS:
+		*arg = cfg->procs[ps->idx].comm;
+		return &cfg->procs[ps->idx];
+	default:
+		*arg = NULL;
+		return cfg;
+	}
+}
+
+/* A [dir] key that is no key of the table names a class: resolved at the end. */
+static void add_class_map(struct parse_state *ps, const char *key, const char *value)
+{
+	struct pending_map *pm = array_push(&ps->pending, &ps->n_pending, sizeof(*pm));
+
+	if (!pm)
+		return;
+	pm->dir_idx = ps->idx;
+	pm->class_name = strdup(key);
+	pm->value = strdup(value);
+	pm->line = ps->lineno;
+}
+
+static void unknown_key(struct parse_state *ps, const char *key, const char *value,
+			const char *arg)
+{
+	enum cfg_section_id sec = (enum cfg_section_id)ps->sec;
+	char names[256];
+
+	switch (cfg_sections[sec].unknown) {
+	case CFG_UNKNOWN_CLASS_MAP:
+		add_class_map(ps, key, value);
+		break;
+	case CFG_UNKNOWN_EXPECTED:
+		cfg_key_names(sec, NULL, names, sizeof(names));
+		error_at(ps, ps->lineno, "unknown key '%s' in [%s %s] (expected %s)", key,
+			 cfg_sections[sec].name, arg, names);
+		break;
+	case CFG_UNKNOWN_PLAIN:
+		error_at(ps, ps->lineno, "unknown key '%s' in [%s]", key, cfg_sections[sec].name);
+		break;
 	}
 }
 
@@ -673,24 +791,28 @@ static int on_key(void *user, const char *section, const char *key,
 		  const char *value)
 {
 	struct parse_state *ps = user;
+	const struct cfg_key *k;
+	const char *arg;
+	void *obj;
 
 	(void)section;
-	if (ps->sec != SEC_BAD && ps->sec != SEC_NONE &&
-	    key_seen_before(ps, key)) {
+	/* Errors of a rejected section were reported at its header. */
+	if (ps->sec == SEC_BAD || ps->sec == SEC_NONE)
+		return 1;
+	k = cfg_key_find((enum cfg_section_id)ps->sec, key);
+	if (key_seen_before(ps, k ? k->name : key)) {
 		error_at(ps, ps->lineno, "duplicate key '%s'", key);
 		return 1;
 	}
-	if (ps->sec != SEC_BAD && !*value) {
+	if (!*value) {
 		error_at(ps, ps->lineno, "key '%s' has no value", key);
 		return 1;
 	}
-	switch (ps->sec) {
-	case SEC_GLOBAL: global_key(ps, key, value); break;
-	case SEC_CLASS: class_key(ps, key, value); break;
-	case SEC_DIR: dir_key(ps, key, value); break;
-	case SEC_PROCESS: process_key(ps, key, value); break;
-	default: break; /* errors were reported at the header */
-	}
+	obj = section_object(ps, &arg);
+	if (k)
+		set_key(ps, k, obj, key, value);
+	else
+		unknown_key(ps, key, value, arg);
 	/* Always go on: every problem of the file is reported in one run. */
 	return 1;
 }
@@ -712,9 +834,11 @@ static void resolve_class_maps(struct parse_state *ps)
 		struct cfg_class_map *m;
 
 		if (ci < 0) {
-			error_at(ps, pm->line,
-				 "unknown key '%s' in [dir %s] (not policy, min_size or a class name)",
-				 pm->class_name, d->path);
+			char names[256];
+
+			cfg_key_names(CFG_SEC_DIR, "a class name", names, sizeof(names));
+			error_at(ps, pm->line, "unknown key '%s' in [dir %s] (not %s)",
+				 pm->class_name, d->path, names);
 			continue;
 		}
 		m = array_push(&d->maps, &d->n_maps, sizeof(*m));
@@ -723,7 +847,7 @@ static void resolve_class_maps(struct parse_state *ps)
 		m->class_idx = (size_t)ci;
 		m->line = pm->line;
 		ps->lineno = pm->line;
-		set_policy(ps, pm->value, &m->policy, NULL);
+		set_policy(ps, pm->value, &m->policy);
 	}
 }
 
@@ -735,8 +859,7 @@ static void check_classes(struct parse_state *ps)
 	for (size_t i = 0; i < cfg->n_classes; i++) {
 		struct cfg_class *c = &cfg->classes[i];
 
-		if (!c->n_exts)
-			error_at(ps, c->line, "[class %s] has no extensions", c->name);
+		check_required(ps, CFG_SEC_CLASS, c, c->name, c->line);
 		for (size_t e = 0; e < c->n_exts; e++) {
 			for (size_t j = 0; j <= i; j++) {
 				struct cfg_class *o = &cfg->classes[j];
@@ -753,9 +876,8 @@ static void check_classes(struct parse_state *ps)
 		}
 	}
 	for (size_t i = 0; i < cfg->n_procs; i++)
-		if (cfg->procs[i].policy == POLICY_UNSET)
-			error_at(ps, cfg->procs[i].line,
-				 "[process %s] has no policy", cfg->procs[i].comm);
+		check_required(ps, CFG_SEC_PROCESS, &cfg->procs[i], cfg->procs[i].comm,
+			       cfg->procs[i].line);
 }
 
 struct dcfs_config *config_defaults(void)
@@ -764,19 +886,11 @@ struct dcfs_config *config_defaults(void)
 
 	if (!cfg)
 		return NULL;
-	cfg->default_policy = POLICY_CACHE;
-	cfg->min_size = 0;
-	cfg->auto_threshold = 64ULL << 20;
-	cfg->window = 8ULL << 20;
-	cfg->readahead = 4ULL << 20;
-	cfg->writeback_limit = 8ULL << 20;
-	cfg->inflight = 8ULL << 20;
-	cfg->prefetch = true;
-	cfg->fuse_readahead = true;
-	cfg->passthrough_reads = true;
-	cfg->passthrough_uncached = true;
-	cfg->inflight_mount = 64ULL << 20;
-	cfg->log_level = -1;
+	/* The [global] rows of keys.c, parsed: never a second list. */
+	if (section_defaults(CFG_SEC_GLOBAL, cfg) < 0) {
+		free(cfg);
+		return NULL;
+	}
 	cfg->loaded = time(NULL);
 	return cfg;
 }
@@ -795,7 +909,7 @@ static void parse_state_free(struct parse_state *ps)
 int config_load_stream(const char *name, FILE *fp, struct dcfs_config **out,
 		       struct cfg_errors *errs)
 {
-	struct parse_state ps = { .file = name, .fp = fp, .errs = errs };
+	struct parse_state ps = { .file = name, .fp = fp, .errs = errs, .sec = SEC_NONE };
 	int ret;
 
 	ps.cfg = config_defaults();
