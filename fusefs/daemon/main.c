@@ -109,8 +109,12 @@ static void dcfs_destroy(void *userdata)
 	inode_table_destroy();
 }
 
-static void build_ops(struct fuse_lowlevel_ops *ops)
+/* The handlers, wrapped by their rows of DCFS_FUSE_OPS; -EINVAL if an op
+ * has no row (op_table.c): nothing may run unclassified. */
+static int build_ops(struct fuse_lowlevel_ops *ops)
 {
+	if (op_table_check() < 0)
+		return -EINVAL;
 	memset(ops, 0, sizeof(*ops));
 	ops->init = dcfs_init;
 	ops->destroy = dcfs_destroy;
@@ -121,6 +125,7 @@ static void build_ops(struct fuse_lowlevel_ops *ops)
 	if (dcfs.privileged)
 		caller_ops_wrap(ops, dcfs.opt.nodefault_permissions);
 	readonly_ops_wrap(ops);
+	return 0;
 }
 
 static int resolve_paths(struct dcfs_options *opt)
@@ -255,7 +260,8 @@ static int run(struct fuse_args *args)
 
 	if (options_add_mount_args(args, &dcfs.opt) < 0)
 		return 1;
-	build_ops(&ops);
+	if (build_ops(&ops) < 0)
+		return 1;
 	se = fuse_session_new(args, &ops, sizeof(ops), NULL);
 	if (!se)
 		return 1;

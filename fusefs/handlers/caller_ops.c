@@ -13,7 +13,8 @@
  * that resolves names or opens objects runs as the caller.
  *
  * This is a wrapper around the operations table, switched on once, not a
- * test in every handler.
+ * test in every handler; which op runs as whom is its row in
+ * DCFS_FUSE_OPS (handlers.h).
  */
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -22,45 +23,16 @@
 
 static struct fuse_lowlevel_ops real;
 
-#define AS_CALLER(op, params, args)          \
-	static void caller_##op params       \
-	{                                    \
-		int how = creds_enter(req);  \
-		real.op args;                \
-		creds_leave(how);            \
+/* One wrapper per op of DCFS_FUSE_OPS (handlers.h); its row says which. */
+#define AS_CALLER(op, who, ro, params, args)                       \
+	static void __attribute__((unused)) caller_##op params     \
+	{                                                          \
+		int how = creds_enter(req);                        \
+		real.op args;                                      \
+		creds_leave(how);                                  \
 	}
-
-AS_CALLER(lookup, (fuse_req_t req, fuse_ino_t p, const char *n), (req, p, n))
-AS_CALLER(setattr, (fuse_req_t req, fuse_ino_t i, struct stat *a, int v,
-		    struct fuse_file_info *fi), (req, i, a, v, fi))
-AS_CALLER(readlink, (fuse_req_t req, fuse_ino_t i), (req, i))
-AS_CALLER(mknod, (fuse_req_t req, fuse_ino_t p, const char *n, mode_t m,
-		  dev_t r), (req, p, n, m, r))
-AS_CALLER(mkdir, (fuse_req_t req, fuse_ino_t p, const char *n, mode_t m),
-	  (req, p, n, m))
-AS_CALLER(unlink, (fuse_req_t req, fuse_ino_t p, const char *n), (req, p, n))
-AS_CALLER(rmdir, (fuse_req_t req, fuse_ino_t p, const char *n), (req, p, n))
-AS_CALLER(symlink, (fuse_req_t req, const char *l, fuse_ino_t p,
-		    const char *n), (req, l, p, n))
-AS_CALLER(rename, (fuse_req_t req, fuse_ino_t p, const char *n,
-		   fuse_ino_t np, const char *nn, unsigned int f),
-	  (req, p, n, np, nn, f))
-AS_CALLER(link, (fuse_req_t req, fuse_ino_t i, fuse_ino_t np, const char *nn),
-	  (req, i, np, nn))
-AS_CALLER(open, (fuse_req_t req, fuse_ino_t i, struct fuse_file_info *fi),
-	  (req, i, fi))
-AS_CALLER(create, (fuse_req_t req, fuse_ino_t p, const char *n, mode_t m,
-		   struct fuse_file_info *fi), (req, p, n, m, fi))
-AS_CALLER(opendir, (fuse_req_t req, fuse_ino_t i, struct fuse_file_info *fi),
-	  (req, i, fi))
-AS_CALLER(setxattr, (fuse_req_t req, fuse_ino_t i, const char *n,
-		     const char *v, size_t s, int f), (req, i, n, v, s, f))
-AS_CALLER(getxattr, (fuse_req_t req, fuse_ino_t i, const char *n, size_t s),
-	  (req, i, n, s))
-AS_CALLER(listxattr, (fuse_req_t req, fuse_ino_t i, size_t s), (req, i, s))
-AS_CALLER(removexattr, (fuse_req_t req, fuse_ino_t i, const char *n),
-	  (req, i, n))
-AS_CALLER(access, (fuse_req_t req, fuse_ino_t i, int m), (req, i, m))
+DCFS_FUSE_OPS(AS_CALLER)
+#undef AS_CALLER
 
 /*
  * A mode change keeps the daemon's rights when the kernel checks
@@ -80,28 +52,21 @@ static void caller_setattr_checked(fuse_req_t req, fuse_ino_t i, struct stat *a,
 		caller_setattr(req, i, a, v, fi);
 }
 
+static bool runs_as_caller(enum op_who who, bool all)
+{
+	return who == OP_CALLER || (all && who == OP_CALLER_NDP);
+}
+
+/* all: -o nodefault_permissions, the kernel checks nothing. */
 void caller_ops_wrap(struct fuse_lowlevel_ops *ops, bool all)
 {
 	real = *ops;
 	as_caller_all = all;
-	ops->setattr = caller_setattr_checked;
-	ops->mknod = caller_mknod;
-	ops->mkdir = caller_mkdir;
-	ops->unlink = caller_unlink;
-	ops->rmdir = caller_rmdir;
-	ops->symlink = caller_symlink;
-	ops->rename = caller_rename;
-	ops->link = caller_link;
-	ops->open = caller_open;
-	ops->create = caller_create;
-	ops->opendir = caller_opendir;
-	ops->setxattr = caller_setxattr;
-	ops->removexattr = caller_removexattr;
-	if (!all)
-		return;
-	ops->lookup = caller_lookup;
-	ops->readlink = caller_readlink;
-	ops->getxattr = caller_getxattr;
-	ops->listxattr = caller_listxattr;
-	ops->access = caller_access;
+#define WRAP(op, who, ro, params, args)             \
+	if (ops->op && runs_as_caller(who, all))    \
+		ops->op = caller_##op;
+	DCFS_FUSE_OPS(WRAP)
+#undef WRAP
+	if (ops->setattr)
+		ops->setattr = caller_setattr_checked;
 }

@@ -182,54 +182,25 @@ void readonly_stop(void)
 
 /* ---- the handlers ------------------------------------------------------- */
 
-#define REFUSE_IF_RO(op, params, args)                \
-	static void ro_##op params                    \
-	{                                             \
-		if (refuse_change())                  \
-			fuse_reply_err(req, EROFS);   \
-		else                                  \
-			real.op args;                 \
+/* One wrapper per op of DCFS_FUSE_OPS (handlers.h); its row says which. */
+#define REFUSE_IF_RO(op, who, ro, params, args)            \
+	static void __attribute__((unused)) ro_##op params \
+	{                                                  \
+		if (refuse_change())                       \
+			fuse_reply_err(req, EROFS);        \
+		else                                       \
+			real.op args;                      \
 	}
-
-REFUSE_IF_RO(setattr, (fuse_req_t req, fuse_ino_t i, struct stat *a, int v,
-		       struct fuse_file_info *fi), (req, i, a, v, fi))
-REFUSE_IF_RO(mknod, (fuse_req_t req, fuse_ino_t p, const char *n, mode_t m,
-		     dev_t r), (req, p, n, m, r))
-REFUSE_IF_RO(mkdir, (fuse_req_t req, fuse_ino_t p, const char *n, mode_t m),
-	     (req, p, n, m))
-REFUSE_IF_RO(unlink, (fuse_req_t req, fuse_ino_t p, const char *n),
-	     (req, p, n))
-REFUSE_IF_RO(rmdir, (fuse_req_t req, fuse_ino_t p, const char *n), (req, p, n))
-REFUSE_IF_RO(symlink, (fuse_req_t req, const char *l, fuse_ino_t p,
-		       const char *n), (req, l, p, n))
-REFUSE_IF_RO(rename, (fuse_req_t req, fuse_ino_t p, const char *n,
-		      fuse_ino_t np, const char *nn, unsigned int f),
-	     (req, p, n, np, nn, f))
-REFUSE_IF_RO(link, (fuse_req_t req, fuse_ino_t i, fuse_ino_t np,
-		    const char *nn), (req, i, np, nn))
-REFUSE_IF_RO(create, (fuse_req_t req, fuse_ino_t p, const char *n, mode_t m,
-		      struct fuse_file_info *fi), (req, p, n, m, fi))
-REFUSE_IF_RO(write_buf, (fuse_req_t req, fuse_ino_t i, struct fuse_bufvec *b,
-			 off_t o, struct fuse_file_info *fi),
-	     (req, i, b, o, fi))
-REFUSE_IF_RO(fallocate, (fuse_req_t req, fuse_ino_t i, int m, off_t o,
-			 off_t l, struct fuse_file_info *fi),
-	     (req, i, m, o, l, fi))
-REFUSE_IF_RO(copy_file_range, (fuse_req_t req, fuse_ino_t i, off_t o,
-			       struct fuse_file_info *fi, fuse_ino_t io,
-			       off_t oo, struct fuse_file_info *fo, size_t l,
-			       int f), (req, i, o, fi, io, oo, fo, l, f))
-REFUSE_IF_RO(setxattr, (fuse_req_t req, fuse_ino_t i, const char *n,
-			const char *v, size_t s, int f), (req, i, n, v, s, f))
-REFUSE_IF_RO(removexattr, (fuse_req_t req, fuse_ino_t i, const char *n),
-	     (req, i, n))
+DCFS_FUSE_OPS(REFUSE_IF_RO)
+#undef REFUSE_IF_RO
 
 static bool open_writes(const struct fuse_file_info *fi)
 {
 	return (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
 }
 
-static void ro_open(fuse_req_t req, fuse_ino_t i, struct fuse_file_info *fi)
+/* OP_RO_OPEN: whether an open changes anything depends on its flags. */
+static void ro_open_writing(fuse_req_t req, fuse_ino_t i, struct fuse_file_info *fi)
 {
 	if (open_writes(fi) && refuse_change())
 		fuse_reply_err(req, EROFS);
@@ -241,19 +212,12 @@ static void ro_open(fuse_req_t req, fuse_ino_t i, struct fuse_file_info *fi)
 void readonly_ops_wrap(struct fuse_lowlevel_ops *ops)
 {
 	real = *ops;
-	ops->setattr = ro_setattr;
-	ops->mknod = ro_mknod;
-	ops->mkdir = ro_mkdir;
-	ops->unlink = ro_unlink;
-	ops->rmdir = ro_rmdir;
-	ops->symlink = ro_symlink;
-	ops->rename = ro_rename;
-	ops->link = ro_link;
-	ops->create = ro_create;
-	ops->open = ro_open;
-	ops->write_buf = ro_write_buf;
-	ops->fallocate = ro_fallocate;
-	ops->copy_file_range = ro_copy_file_range;
-	ops->setxattr = ro_setxattr;
-	ops->removexattr = ro_removexattr;
+#define WRAP(op, who, ro, params, args)         \
+	if (ops->op && ro == OP_RO_REFUSED)     \
+		ops->op = ro_##op;
+	DCFS_FUSE_OPS(WRAP)
+#undef WRAP
+	/* the one OP_RO_OPEN row (op_table.c checks that) */
+	if (ops->open)
+		ops->open = ro_open_writing;
 }
