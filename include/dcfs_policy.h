@@ -23,6 +23,7 @@ enum dcfs_policy {
 	POLICY_DONTCACHE_READ,
 	POLICY_DONTCACHE_WRITE,
 	POLICY_AUTO,
+	POLICY__COUNT /* a policy added above gets parsing, counters, rows */
 };
 
 struct cfg_class {

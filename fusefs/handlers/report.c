@@ -16,12 +16,10 @@
 #include "handlers/handlers.h"
 #include "dcfs_version.h"
 
-#define NPOLICIES (POLICY_AUTO + 1)
-
 static void json_classes(FILE *out)
 {
 	fputs("\"classes\":{", out);
-	for (int p = POLICY_CACHE; p < NPOLICIES; p++) {
+	for (int p = POLICY_CACHE; p < POLICY__COUNT; p++) {
 		fprintf(out, "%s\"%s\":{", p > POLICY_CACHE ? "," : "",
 			policy_name(p));
 		for (int k = 0; k < ST__COUNT; k++)
@@ -136,7 +134,7 @@ static void table_narrow(FILE *out)
 	fprintf(out, "%-15s %7s %7s %7s %7s %7s %7s %7s %7s %7s %8s\n", "class",
 		"opened", "dc_rd", "dc_wr", "fb_rd", "fb_wr", "c_rd", "c_wr", "k_rd",
 		"k_wr", "switched");
-	for (int p = POLICY_CACHE; p < NPOLICIES; p++) {
+	for (int p = POLICY_CACHE; p < POLICY__COUNT; p++) {
 		fprintf(out, "%-15s %7llu", policy_name(p),
 			(unsigned long long)stats_get(p, ST_OPENED));
 		for (size_t i = 0; i < sizeof(bytes) / sizeof(bytes[0]); i++)
@@ -146,7 +144,7 @@ static void table_narrow(FILE *out)
 	fprintf(out, "\n%-15s %9s %9s %9s %9s %9s %8s %8s\n", "uncached writes",
 		"requests", "coalesced", "backing", "backgrnd", "in_flight",
 		"wb_waits", "errors");
-	for (int p = POLICY_CACHE + 1; p < NPOLICIES; p++)
+	for (int p = POLICY_CACHE + 1; p < POLICY__COUNT; p++)
 		fprintf(out, "%-15s %9llu %9llu %9llu %9llu %9s %8llu %8llu\n",
 			policy_name(p),
 			(unsigned long long)stats_get(p, ST_WRITE_REQUESTS),
@@ -164,7 +162,7 @@ static void table_wide(FILE *out)
 		"class", "opened", "read_dc", "written_dc", "read_fb",
 		"written_fb", "read_cached", "written_cached", "read_kernel",
 		"written_kernel", "switched", "pt", "fuse_ra", "dropped_behind");
-	for (int p = POLICY_CACHE; p < NPOLICIES; p++)
+	for (int p = POLICY_CACHE; p < POLICY__COUNT; p++)
 		fprintf(out,
 			"%-16s %8llu %14llu %14llu %14llu %14llu %14llu %14llu %14llu %14llu %8llu %8llu %8llu %14llu\n",
 			policy_name(p),
@@ -185,7 +183,7 @@ static void table_wide(FILE *out)
 	fprintf(out, "\n%-16s %10s %10s %10s %10s %10s %12s %12s %8s %8s %8s\n",
 		"uncached writes", "requests", "coalesced", "backing", "background",
 		"adopted", "buffered", "in_flight", "q_waits", "wb_waits", "errors");
-	for (int p = POLICY_CACHE + 1; p < NPOLICIES; p++)
+	for (int p = POLICY_CACHE + 1; p < POLICY__COUNT; p++)
 		fprintf(out,
 			"%-16s %10llu %10llu %10llu %10llu %10llu %12llu %12llu %8llu %8llu %8llu\n",
 			policy_name(p),
@@ -284,7 +282,7 @@ static void prom_per_class(FILE *out, const char *metric, enum stat_kind k,
 			   const char *help)
 {
 	prom_head(out, metric, "counter", help);
-	for (int p = POLICY_CACHE; p < NPOLICIES; p++) {
+	for (int p = POLICY_CACHE; p < POLICY__COUNT; p++) {
 		prom_start(out, metric, p);
 		fprintf(out, "} %llu\n", (unsigned long long)stats_get(p, k));
 	}
@@ -302,7 +300,7 @@ static void prom_counters(FILE *out)
 {
 	prom_head(out, "dcfs_bytes_total", "counter",
 		  "Bytes moved through the mount by I/O class (the policy decided at open), direction and backing I/O mode (dontcache: RWF_DONTCACHE, fallback: write-behind/drop-behind window, cached: page cache, kernel: served by the kernel through passthrough without a request to dcfs, estimated: reads of drop-behind streams by their read-ahead front, writes by the file's growth from open to close).");
-	for (int p = POLICY_CACHE; p < NPOLICIES; p++)
+	for (int p = POLICY_CACHE; p < POLICY__COUNT; p++)
 		for (size_t i = 0; i < sizeof(byte_kinds) / sizeof(byte_kinds[0]); i++) {
 			prom_start(out, "dcfs_bytes_total", p);
 			fprintf(out, ",direction=\"%s\",mode=\"%s\"} %llu\n",

@@ -16,9 +16,7 @@
 #include "dcfs_policy.h"
 #include "ops/ops.h"
 
-#define NPOLICIES (POLICY_AUTO + 1)
-
-static _Atomic uint64_t counters[NPOLICIES][ST__COUNT];
+static _Atomic uint64_t counters[POLICY__COUNT][ST__COUNT];
 
 static const char *const kind_names[ST__COUNT] = {
 	[ST_OPENED] = "opened",
@@ -51,14 +49,14 @@ static const char *const kind_names[ST__COUNT] = {
 
 void stats_add(int policy, enum stat_kind k, uint64_t n)
 {
-	if (policy > 0 && policy < NPOLICIES)
+	if (policy > 0 && policy < POLICY__COUNT)
 		atomic_fetch_add_explicit(&counters[policy][k], n,
 					  memory_order_relaxed);
 }
 
 uint64_t stats_get(int policy, enum stat_kind k)
 {
-	if (policy <= 0 || policy >= NPOLICIES)
+	if (policy <= 0 || policy >= POLICY__COUNT)
 		return 0;
 	return atomic_load_explicit(&counters[policy][k], memory_order_relaxed);
 }

@@ -65,7 +65,7 @@ struct parse_state {
 
 static int section_defaults(enum cfg_section_id sec, void *obj);
 
-static const char *const policy_names[] = {
+static const char *const policy_names[POLICY__COUNT] = {
 	[POLICY_UNSET] = "unset",
 	[POLICY_CACHE] = "cache",
 	[POLICY_DONTCACHE] = "dontcache",
@@ -81,7 +81,7 @@ const char *policy_name(enum dcfs_policy p)
 
 int policy_parse(const char *s, enum dcfs_policy *out)
 {
-	for (int p = POLICY_CACHE; p <= POLICY_AUTO; p++) {
+	for (int p = POLICY_CACHE; p < POLICY__COUNT; p++) {
 		if (strcasecmp(s, policy_names[p]) == 0) {
 			*out = (enum dcfs_policy)p;
 			return 0;
