@@ -159,146 +159,126 @@ static bool xattr_unsupported(const struct dcfs_inode *inode)
 }
 
 /*
- * The /proc path of the pinned inode (0), or -1 with errno set; every
- * xattr_at() that returned 0 is followed by xattr_done(), which keeps
- * errno for the reply.
+ * The /proc path of the inode, pinned: 0, or -errno.  Every 0 is followed
+ * by inode_unpin() once the call on the path is made.
  */
-static ssize_t xattr_at(struct dcfs_inode *inode, char path[64], int *fd)
+static int xattr_at(struct dcfs_inode *inode, char path[64])
 {
-	*fd = inode_pin(inode);
-	if (*fd < 0) {
-		errno = -*fd;
-		return -1;
-	}
-	inode_proc_path(*fd, path);
+	int fd = inode_pin(inode);
+
+	if (fd < 0)
+		return fd;
+	inode_proc_path(fd, path);
 	return 0;
 }
 
-static void xattr_done(struct dcfs_inode *inode)
-{
-	int err = errno;
-
-	inode_unpin(inode);
-	errno = err;
-}
-
-/* Replies with the size when asked for it, else with the value. */
+/* Replies with the size when asked for it, else with the value; n: -errno. */
 static void reply_sized(fuse_req_t req, size_t size, const char *buf, ssize_t n)
 {
 	if (n < 0)
-		fuse_reply_err(req, errno);
+		fuse_reply_err(req, (int)-n);
 	else if (size == 0)
 		fuse_reply_xattr(req, (size_t)n);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
 }
 
-static void dcfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+/* getxattr (name) or listxattr (name NULL) of the backing object: the
+ * length, or -errno. */
+static ssize_t backing_get(struct dcfs_inode *inode, const char *name, char *buf,
+			   size_t size)
+{
+	char path[64];
+	ssize_t n = xattr_at(inode, path);
+
+	if (n < 0)
+		return n;
+	n = dcfs_err(name ? getxattr(path, name, buf, size) : listxattr(path, buf, size));
+	inode_unpin(inode);
+	return n;
+}
+
+/* getxattr and listxattr (name NULL): the size, or the value in a buffer. */
+static void reply_backing(fuse_req_t req, struct dcfs_inode *inode, const char *name,
 			  size_t size)
 {
-	struct dcfs_inode *inode = dcfs_inode_of(ino);
-	char path[64], *buf = NULL;
-	int fd;
-	ssize_t n;
+	char *buf = NULL;
 
-	if (is_virtual(name)) {
-		reply_virtual(req, inode, name, size);
-		return;
-	}
-	if (xattr_unsupported(inode)) {
-		fuse_reply_err(req, ENOTSUP);
-		return;
-	}
 	if (size && !(buf = malloc(size))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	n = xattr_at(inode, path, &fd);
-	if (n == 0) {
-		n = getxattr(path, name, buf, size);
-		xattr_done(inode);
-	}
-	reply_sized(req, size, buf, n);
+	reply_sized(req, size, buf, backing_get(inode, name, buf, size));
 	free(buf);
+}
+
+static void dcfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			  size_t size)
+{
+	struct dcfs_inode *inode = dcfs_inode_of(ino);
+
+	if (is_virtual(name))
+		reply_virtual(req, inode, name, size);
+	else if (xattr_unsupported(inode))
+		fuse_reply_err(req, ENOTSUP);
+	else
+		reply_backing(req, inode, name, size);
 }
 
 static void dcfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct dcfs_inode *inode = dcfs_inode_of(ino);
-	char path[64], *buf = NULL;
-	int fd;
-	ssize_t n;
 
-	if (xattr_unsupported(inode)) {
+	if (xattr_unsupported(inode))
 		reply_sized(req, size, "", 0);
-		return;
-	}
-	if (size && !(buf = malloc(size))) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	n = xattr_at(inode, path, &fd);
-	if (n == 0) {
-		n = listxattr(path, buf, size);
-		xattr_done(inode);
-	}
-	reply_sized(req, size, buf, n);
-	free(buf);
+	else
+		reply_backing(req, inode, NULL, size);
+}
+
+/*
+ * setxattr (value) or removexattr (value NULL) of name on the backing
+ * object: 0 or -errno.  A changed access ACL may have changed the mode
+ * (the group class bits): the coherence model hears of it.
+ */
+static int backing_set(struct dcfs_inode *inode, const char *name, const char *value,
+		       size_t size, int flags)
+{
+	char path[64];
+	int err = xattr_at(inode, path);
+
+	if (err < 0)
+		return err;
+	err = (int)dcfs_err(value ? setxattr(path, name, value, size, flags)
+				  : removexattr(path, name));
+	inode_unpin(inode);
+	if (!err && !strncmp(name, "system.posix_acl_access", 23))
+		coh_mode_changed(inode);
+	return err;
+}
+
+static void reply_set(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+		      size_t size, int flags)
+{
+	struct dcfs_inode *inode = dcfs_inode_of(ino);
+
+	if (is_virtual(name))
+		fuse_reply_err(req, EPERM);
+	else if (xattr_unsupported(inode))
+		fuse_reply_err(req, ENOTSUP);
+	else
+		fuse_reply_err(req, -backing_set(inode, name, value, size, flags));
 }
 
 static void dcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			  const char *value, size_t size, int flags)
 {
-	struct dcfs_inode *inode = dcfs_inode_of(ino);
-	char path[64];
-	int err, fd;
-
-	if (is_virtual(name)) {
-		fuse_reply_err(req, EPERM);
-		return;
-	}
-	if (xattr_unsupported(inode)) {
-		fuse_reply_err(req, ENOTSUP);
-		return;
-	}
-	err = xattr_at(inode, path, &fd);
-	if (!err) {
-		ssize_t n = setxattr(path, name, value, size, flags);
-
-		xattr_done(inode);
-		err = (int)n;
-	}
-	/* An access ACL may have changed the mode (the group class bits). */
-	if (!err && !strncmp(name, "system.posix_acl_access", 23))
-		coh_mode_changed(inode);
-	fuse_reply_err(req, err < 0 ? errno : 0);
+	/* An empty value is a value: never the NULL of a removal. */
+	reply_set(req, ino, name, value ? value : "", size, flags);
 }
 
 static void dcfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	struct dcfs_inode *inode = dcfs_inode_of(ino);
-	char path[64];
-	int err, fd;
-
-	if (is_virtual(name)) {
-		fuse_reply_err(req, EPERM);
-		return;
-	}
-	if (xattr_unsupported(inode)) {
-		fuse_reply_err(req, ENOTSUP);
-		return;
-	}
-	err = xattr_at(inode, path, &fd);
-	if (!err) {
-		ssize_t n = removexattr(path, name);
-
-		xattr_done(inode);
-		err = (int)n;
-	}
-	/* An access ACL may have changed the mode (the group class bits). */
-	if (!err && !strncmp(name, "system.posix_acl_access", 23))
-		coh_mode_changed(inode);
-	fuse_reply_err(req, err < 0 ? errno : 0);
+	reply_set(req, ino, name, NULL, 0, 0);
 }
 
 void fuse_xattr_ops(struct fuse_lowlevel_ops *ops)

@@ -917,6 +917,136 @@ static bool adopt_write(struct dcfs_file *f, const char *data, size_t len,
 }
 
 /*
+ * Before a write that does not continue the buffered run (another offset,
+ * or another writer's identity), that run is written.  0, or -errno: the
+ * failed run was this writer's own, so the error is reported here, to
+ * this handle.  Another writer's error is deferred like any other.
+ */
+static int end_run(struct wpipe *wp, off_t off, struct creds_id id)
+{
+	bool same_writer = id.uid == wp->id.uid && id.gid == wp->id.gid;
+	int err;
+
+	if (!wp->blen || (same_writer && off == wp->boff + (off_t)wp->blen))
+		return 0;
+	if (!same_writer) {
+		flush_as_writer(wp);
+		return 0;
+	}
+	err = flush_buf(wp);
+	if (err)
+		wp->err_seen = atomic_load(&wp->wi->err_seq);
+	return err;
+}
+
+/* A write that fits the buffer: acknowledged from it, if it may hold data. */
+static bool coalesce(struct dcfs_file *f, const void *data, size_t len)
+{
+	struct wpipe *wp = f->wp;
+
+	if ((!wp->blen && space_is_low(f)) || !buf_alloc(wp))
+		return false;
+	memcpy(buf_mem(wp) + wp->blen, data, len);
+	set_buffered(wp, wp->blen + len);
+	stats_add(f->policy, ST_COALESCED, 1);
+	return true;
+}
+
+/* backing_write() of all want bytes: 0, or -errno (-EIO if short). */
+static int backing_write_all(struct dcfs_file *f, struct iovec *iov, int cnt,
+			     off_t off, size_t want)
+{
+	int err;
+
+	if (backing_write(f, iov, cnt, off, &err) == want)
+		return 0;
+	return err ? -err : -EIO;
+}
+
+/*
+ * The run at wp->boff (from_buf bytes of the buffer in iov[0], the
+ * request's part in iov[1]) goes to the worker, or is written here after
+ * its jobs: 0 or -errno.  *handed: the worker took the buffer itself.
+ */
+static int send_run(struct dcfs_file *f, struct iovec iov[2], size_t from_buf,
+		    size_t want, bool *handed)
+{
+	struct wpipe *wp = f->wp;
+	int err = -EAGAIN;
+
+	if (worth_queueing(from_buf, iov[1].iov_len) && may_pipeline(f, want))
+		err = from_buf ? submit_buffer(wp, &iov[1], from_buf, want)
+			       : submit(wp, iov + 1, 1, wp->boff, want);
+	if (err == 0) {
+		*handed = from_buf != 0;
+		return 0;
+	}
+	drain(wp);
+	return from_buf ? backing_write_all(f, iov, 2, wp->boff, want)
+			: backing_write_all(f, iov + 1, 1, wp->boff, want);
+}
+
+/*
+ * After the run up to upto was sent: what stays buffered is the buffer's
+ * unwritten part, then the tail of data beyond upto.  len, or -errno.
+ */
+static ssize_t keep_rest(struct dcfs_file *f, const char *data, size_t len,
+			 off_t off, off_t upto, size_t from_buf, bool handed)
+{
+	struct wpipe *wp = f->wp;
+	size_t keep = wp->blen - from_buf;
+	off_t tail_from = upto > off ? upto : off;
+	size_t tail = (size_t)(off + (off_t)len - tail_from);
+	ssize_t n;
+
+	if (keep && !handed) /* else submit_buffer moved it */
+		memmove(buf_mem(wp), buf_mem(wp) + from_buf, keep);
+	wp->boff = upto;
+	if (tail && !buf_alloc(wp)) {
+		/* No memory to keep it (so nothing was kept): write it now. */
+		set_buffered(wp, 0);
+		n = write_through(f, data + (tail_from - off), tail, tail_from);
+		return n == (ssize_t)tail ? (ssize_t)len : (n < 0 ? n : -EIO);
+	}
+	if (tail)
+		memcpy(buf_mem(wp) + keep, data + (tail_from - off), tail);
+	set_buffered(wp, keep + tail);
+	return (ssize_t)len;
+}
+
+/*
+ * Writes the buffered run together with data up to upto, and keeps what
+ * lies beyond: len, or -errno.  Acknowledged data that could not be
+ * written is an error for every handle of the file as well.
+ */
+static ssize_t write_run(struct dcfs_file *f, const char *data, size_t len,
+			 off_t off, off_t upto)
+{
+	struct wpipe *wp = f->wp;
+	size_t from_buf = (off_t)wp->blen < upto - wp->boff ? wp->blen
+							    : (size_t)(upto - wp->boff);
+	struct iovec iov[2] = {
+		{ buf_mem(wp), from_buf },
+		{ (void *)data, upto > off ? (size_t)(upto - off) : 0 },
+	};
+	bool handed = false;
+	ssize_t n;
+	int err;
+
+	if (adopt_write(f, data, len, off, upto, from_buf, &n))
+		return n;
+	err = send_run(f, iov, from_buf, from_buf + iov[1].iov_len, &handed);
+	if (!err)
+		return keep_rest(f, data, len, off, upto, from_buf, handed);
+	if (from_buf) {
+		record_error(wp, -err, wp->boff, from_buf);
+		wp->err_seen = atomic_load(&wp->wi->err_seq);
+	}
+	set_buffered(wp, 0);
+	return err;
+}
+
+/*
  * A write of the streaming class (f->lock held): acknowledged from the
  * buffer when it continues the buffered run and fits, else written up to
  * its last page boundary together with the buffer, the rest kept.
@@ -926,49 +1056,28 @@ ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
 {
 	struct wpipe *wp = f->wp;
 	struct creds_id id = { 0, 0 };
-	struct iovec iov[2];
-	off_t end = off + (off_t)len, upto, tail_from;
-	size_t from_buf, keep, tail, want;
-	bool handed = false;
-	ssize_t n;
-	int err;
+	off_t end, upto;
+	int err = wp ? take_error(wp) : 0;
 
-	if (wp && (err = take_error(wp)))
+	if (err)
 		return err;
 	if (!may_buffer(f))
 		return write_through(f, data, len, off);
-	if (f->flags & O_APPEND) {
+	if (f->flags & O_APPEND)
 		off = append_pos(f, off);
-		end = off + (off_t)len;
-	}
+	end = off + (off_t)len;
 	if (dcfs.privileged)
 		creds_io_capture(&id);
-	/* Not a continuation of the buffered run: write that run first. */
-	if (wp->blen && (off != wp->boff + (off_t)wp->blen ||
-			 id.uid != wp->id.uid || id.gid != wp->id.gid)) {
-		if (id.uid == wp->id.uid && id.gid == wp->id.gid) {
-			err = flush_buf(wp);
-			if (err) {
-				/* Reported here, to this handle. */
-				wp->err_seen = atomic_load(&wp->wi->err_seq);
-				return err;
-			}
-		} else {
-			flush_as_writer(wp); /* that writer's error */
-		}
-	}
+	err = end_run(wp, off, id);
+	if (err)
+		return err;
 	if (!wp->blen) {
 		wp->boff = off;
 		wp->id = id;
 	}
 	if (wp->blen + len < BUF_CAP) {
-		/* Fits: acknowledge from the buffer, if it may hold data. */
-		if ((wp->blen || !space_is_low(f)) && buf_alloc(wp)) {
-			memcpy(buf_mem(wp) + wp->blen, data, len);
-			set_buffered(wp, wp->blen + len);
-			stats_add(f->policy, ST_COALESCED, 1);
+		if (coalesce(f, data, len))
 			return (ssize_t)len;
-		}
 		if (!wp->blen)
 			return write_through(f, data, len, off);
 		upto = end;
@@ -978,54 +1087,7 @@ ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
 		if (upto < end && space_is_low(f))
 			upto = end;
 	}
-	from_buf = (off_t)wp->blen < upto - wp->boff ? wp->blen
-						     : (size_t)(upto - wp->boff);
-	iov[0] = (struct iovec){ buf_mem(wp), from_buf };
-	iov[1] = (struct iovec){ (void *)data,
-				 upto > off ? (size_t)(upto - off) : 0 };
-	want = from_buf + iov[1].iov_len;
-	if (adopt_write(f, data, len, off, upto, from_buf, &n))
-		return n;
-	/* Queued for the worker, or else written here, after its jobs. */
-	if (worth_queueing(from_buf, iov[1].iov_len) && may_pipeline(f, want) &&
-	    (from_buf ? submit_buffer(wp, &iov[1], from_buf, want)
-		      : submit(wp, iov + 1, 1, wp->boff, want)) == 0) {
-		handed = from_buf != 0;
-		err = 0;
-	} else if (drain(wp), backing_write(f, from_buf ? iov : iov + 1,
-					  from_buf ? 2 : 1, wp->boff,
-					  &err) == want)
-		err = 0;
-	else if (!err)
-		err = EIO;
-	if (err) {
-		if (from_buf) {
-			/* Acknowledged data was lost: other handles must know. */
-			record_error(wp, err, wp->boff, from_buf);
-			wp->err_seen = atomic_load(&wp->wi->err_seq);
-		}
-		set_buffered(wp, 0);
-		return -err;
-	}
-	/* What stays: the buffer's unwritten part, then data's tail. */
-	keep = wp->blen - from_buf;
-	if (keep && !handed) /* else submit_buffer moved it */
-		memmove(buf_mem(wp), buf_mem(wp) + from_buf, keep);
-	wp->boff = upto;
-	tail_from = upto > off ? upto : off;
-	tail = (size_t)(end - tail_from);
-	if (tail && !buf_alloc(wp)) {
-		/* No memory to keep it (so nothing was kept): write it now. */
-		set_buffered(wp, 0);
-		n = write_through(f, (const char *)data + (tail_from - off),
-				  tail, tail_from);
-		return n == (ssize_t)tail ? (ssize_t)len : (n < 0 ? n : -EIO);
-	}
-	if (tail)
-		memcpy(buf_mem(wp) + keep, (const char *)data + (tail_from - off),
-		       tail);
-	set_buffered(wp, keep + tail);
-	return (ssize_t)len;
+	return write_run(f, data, len, off, upto);
 }
 
 static bool nothing_pending(void)
