@@ -37,8 +37,7 @@ int own_write_conf(const char *path, const char *text)
 	return rename(tmp, path);
 }
 
-int own_mount_start(struct own_mount *m, const char *root, const char *tag,
-		    const char *conf_text)
+int own_mount_start(struct own_mount *m, const char *root, const char *tag, const char *conf_text)
 {
 	return own_mount_start_opts(m, root, tag, conf_text, NULL);
 }
@@ -72,8 +71,8 @@ int own_mount_start_argv(struct own_mount *m, const char *root, const char *tag,
 	}
 	track_mount(m->mnt);
 	char opts[PATH_MAX + 256];
-	snprintf(opts, sizeof opts, "allow_other,config=%s%s%s", m->conf,
-		 extra_opts ? "," : "", extra_opts ? extra_opts : "");
+	snprintf(opts, sizeof opts, "allow_other,config=%s%s%s", m->conf, extra_opts ? "," : "",
+		 extra_opts ? extra_opts : "");
 	char *argv[] = { "dcfs", "-f", "-o", opts, m->exp, m->mnt, (char *)extra_arg, NULL };
 	snprintf(m->d.mnt, sizeof m->d.mnt, "%s", m->mnt);
 	if (daemon_spawn(&m->d, tag, argv) < 0) {

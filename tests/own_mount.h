@@ -14,7 +14,7 @@ struct own_mount {
 	char exp[PATH_MAX];  /* exported backing dir */
 	char mnt[PATH_MAX];  /* mount point */
 	char conf[PATH_MAX]; /* config file (absolute) */
-	char err[2048];      /* setup error, "" if mounted */
+	char err[2048];	     /* setup error, "" if mounted */
 	int up;
 };
 
@@ -22,8 +22,7 @@ struct own_mount {
 int own_write_conf(const char *path, const char *text);
 /* mkdir exp and mnt, write conf text, spawn `dcfs -f -o allow_other,config=`.
  * Returns 0, or -1 with m->err set. */
-int own_mount_start(struct own_mount *m, const char *root, const char *tag,
-		    const char *conf_text);
+int own_mount_start(struct own_mount *m, const char *root, const char *tag, const char *conf_text);
 /* The same with more -o options (comma separated), or NULL. */
 int own_mount_start_opts(struct own_mount *m, const char *root, const char *tag,
 			 const char *conf_text, const char *extra_opts);

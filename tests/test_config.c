@@ -63,7 +63,8 @@ static const char *section_head(const struct key_row *r)
 	if (!strcmp(r->sec, "dir"))
 		return "[dir /t]\n";
 	if (!strcmp(r->sec, "class"))
-		return strcmp(r->name, "extensions") ? "[class t]\nextensions = tst\n" : "[class t]\n";
+		return strcmp(r->name, "extensions") ? "[class t]\nextensions = tst\n"
+						     : "[class t]\n";
 	ck_assert_str_eq(r->sec, "process");
 	return strcmp(r->name, "policy") ? "[process t]\npolicy = cache\n" : "[process t]\n";
 }
@@ -115,15 +116,18 @@ static uint64_t range_value(const char *t, int duration)
 {
 	char *end;
 	uint64_t v = strtoull(t, &end, 10);
-	static const char *const sfx[] = { "K", "M", "G", "T", "ms", "s", "m", "h" };
-	static const uint64_t mul[] = { 1ULL << 10, 1ULL << 20, 1ULL << 30, 1ULL << 40,
-					1, 1000, 60000, 3600000 };
-	size_t len = strcspn(end, " )");
-	for (int i = duration ? 4 : 0; i < (duration ? 8 : 4); i++)
-		if (len == strlen(sfx[i]) && !strncmp(end, sfx[i], len))
-			return v * mul[i];
-	ck_assert_msg(len == 0 && !duration, "range value '%s'", t);
-	return v;
+	const char *units = "KMGT", *u = *end ? strchr(units, *end) : NULL;
+
+	if (!duration)
+		return u ? v << (10 * (u - units + 1)) : v;
+	if (!strncmp(end, "ms", 2))
+		return v;
+	if (*end == 's')
+		return v * 1000;
+	if (*end == 'm')
+		return v * 60000;
+	ck_assert_msg(*end == 'h', "range value '%s'", t);
+	return v * 3600000;
 }
 
 /* A number in the file's syntax: bytes, or milliseconds. */
@@ -180,12 +184,14 @@ static void validate_row(const struct key_row *r)
 		expect_error(r, "maybe", want);
 	} else if (!strcmp(r->type, "policy")) {
 		expect_valid(r, r->name, "dontcache-read");
-		expect_error(r, "fast", "bad policy 'fast' (expected cache, dontcache, "
-					"dontcache-read, dontcache-write or auto)");
+		expect_error(r, "fast",
+			     "bad policy 'fast' (expected cache, dontcache, "
+			     "dontcache-read, dontcache-write or auto)");
 	} else if (!strcmp(r->type, "size") || !strcmp(r->type, "duration")) {
 		int dur = !strcmp(r->type, "duration");
-		snprintf(want, sizeof want, "%s: bad %s '1.5' (a number with an optional %s suffix)",
-			 r->name, r->type, dur ? "ms, s, m or h" : "K, M, G or T");
+		snprintf(want, sizeof want,
+			 "%s: bad %s '1.5' (a number with an optional %s suffix)", r->name, r->type,
+			 dur ? "ms, s, m or h" : "K, M, G or T");
 		expect_error(r, "1.5", want);
 		snprintf(want, sizeof want, "%s: %s '99999999999999999999' is too large", r->name,
 			 r->type);
@@ -196,7 +202,8 @@ static void validate_row(const struct key_row *r)
 			expect_valid(r, r->name, dur ? "5s" : "16M");
 	} else if (!strcmp(r->type, "error|warning|info|debug")) {
 		expect_valid(r, r->name, "Debug");
-		expect_error(r, "loud", "bad log_level 'loud' (expected error, warning, info or debug)");
+		expect_error(r, "loud",
+			     "bad log_level 'loud' (expected error, warning, info or debug)");
 	} else {
 		ck_assert_msg(!strcmp(r->type, "extensions"), "a type the test does not know: %s",
 			      r->type);
@@ -233,8 +240,10 @@ static char *man_rendered(void)
 {
 	size_t len = 1 << 20;
 	char *out = malloc(len);
-	int rc = run_cmd(out, len, "groff -man -Tascii -rLL=4000n -rHY=0 -P-cbou '%s/man/dcfs.conf.5' "
-			 "2>/dev/null", srcdir());
+	int rc = run_cmd(out, len,
+			 "groff -man -Tascii -rLL=4000n -rHY=0 -P-cbou '%s/man/dcfs.conf.5' "
+			 "2>/dev/null",
+			 srcdir());
 	ck_assert_msg(rc == 0 && strlen(out) > 10000, "groff: %d", rc);
 	return out;
 }
@@ -328,7 +337,8 @@ START_TEST(config_docs_match_table)
 			}
 			if (!strcmp(rows[i].sec, "global") && rows[i].def[0]) {
 				snprintf(want, sizeof want, "Default: %s", rows[i].def);
-				ck_assert_msg(strstr(e, want), "dcfs.conf(5) [global] %s: no '%s':\n%s",
+				ck_assert_msg(strstr(e, want),
+					      "dcfs.conf(5) [global] %s: no '%s':\n%s",
 					      rows[i].name, want, e);
 			}
 			free(e);
@@ -450,7 +460,8 @@ START_TEST(config_write_expire)
 	close(fd);
 	/* 0: the data wait for a sync point, here the close */
 	ck_assert_int_eq(own_reload(&g_cm, "[global]\ndefault = dontcache\nmin_size = 0\n"
-					   "write_expire = 0\n"), 1);
+					   "write_expire = 0\n"),
+			 1);
 	fd = open(m, O_WRONLY | O_APPEND);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(write(fd, buf, sizeof buf), (ssize_t)sizeof buf);

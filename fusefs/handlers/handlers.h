@@ -55,6 +55,8 @@ enum op_who { OP_CALLER, OP_CALLER_NDP, OP_DAEMON };
 enum op_ro { OP_RO_OK, OP_RO_REFUSED, OP_RO_OPEN };
 
 typedef struct fuse_file_info fi_t;
+/* One op per row, not clang-format's layout: */
+/* clang-format off */
 #define DCFS_FUSE_OPS(X)                                                            \
 	X(lookup, OP_CALLER_NDP, OP_RO_OK, (fuse_req_t req, fuse_ino_t p, const char *n), \
 	  (req, p, n))                                                              \
@@ -155,6 +157,7 @@ typedef struct fuse_file_info fi_t;
 	  (req, i, o, fi, io, oo, fo, l, f))                                        \
 	X(lseek, OP_DAEMON, OP_RO_OK,                                               \
 	  (fuse_req_t req, fuse_ino_t i, off_t o, int w, fi_t *fi), (req, i, o, w, fi))
+/* clang-format on */
 
 /* op_table.c: 0, or -EINVAL (logged) if a member of the ops has no row. */
 int op_table_check(void);

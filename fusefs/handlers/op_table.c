@@ -20,8 +20,7 @@ struct op_row {
 	enum op_ro ro;
 };
 
-#define OP_ROW(op, who, ro, params, args) \
-	{ #op, offsetof(struct fuse_lowlevel_ops, op), ro },
+#define OP_ROW(op, who, ro, params, args) { #op, offsetof(struct fuse_lowlevel_ops, op), ro },
 static const struct op_row rows[] = {
 	/* not requests: the session's own start and end */
 	{ "init", offsetof(struct fuse_lowlevel_ops, init), OP_RO_OK },

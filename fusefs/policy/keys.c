@@ -28,7 +28,11 @@
 #define MiB(n) ((uint64_t)(n) << 20)
 #define GiB(n) ((uint64_t)(n) << 30)
 
-/* .max 0: no upper bound; .line_off 0: no line field (none is first). */
+/*
+ * .max 0: no upper bound; .line_off 0: no line field (none is first).
+ * A row per key reads better than clang-format's line per field.
+ */
+/* clang-format off */
 static const struct cfg_key global_keys[] = {
 	{ .name = "default", .alias = "policy", .type = CFG_POLICY, .def = "cache",
 	  .off = G(default_policy), .doc = "the policy of a file that no other rule covers" },
@@ -90,8 +94,9 @@ static const struct cfg_key process_keys[] = {
 	  .doc = "overrides [global] fuse_readahead for the program (unset: as [global])" },
 };
 
-#define SECTION(id, nm, rows, unk) \
-	[id] = { nm, rows, sizeof(rows) / sizeof((rows)[0]), unk }
+/* clang-format on */
+
+#define SECTION(id, nm, rows, unk) [id] = { nm, rows, sizeof(rows) / sizeof((rows)[0]), unk }
 const struct cfg_section cfg_sections[CFG_SEC__COUNT] = {
 	SECTION(CFG_SEC_GLOBAL, "global", global_keys, CFG_UNKNOWN_PLAIN),
 	SECTION(CFG_SEC_CLASS, "class", class_keys, CFG_UNKNOWN_EXPECTED),
@@ -194,6 +199,7 @@ void cfg_key_range_text(const struct cfg_key *k, char *buf, size_t size)
 		snprintf(buf + n, size - (size_t)n, " (%s)", k->zero);
 }
 
+/* clang-format off */
 static const char *const type_names[] = {
 	[CFG_POLICY] = "policy",
 	[CFG_SIZE] = "size",
@@ -204,6 +210,7 @@ static const char *const type_names[] = {
 	[CFG_DURATION] = "duration",
 	[CFG_EXTENSIONS] = "extensions",
 };
+/* clang-format on */
 
 /*
  * `dcfs --list-config-keys`: one tab-separated line per key (section, key,

@@ -70,6 +70,7 @@ tree_commit() {
 build_variant() {	# $1 = variant
 	local v=$1 h dir src out start commit link=$CACHE/build/$1
 	SERIES_LAST=
+	# shellcheck disable=SC2034 # read by common.sh's series list
 	[ "$v" != bench-before ] || SERIES_LAST=$BENCH_BEFORE_LAST
 	h=$(input_hash "$v")
 	dir=$(readlink -f "$link" 2>/dev/null || true)
@@ -102,7 +103,7 @@ build_variant() {	# $1 = variant
 	if [ "$(cat "$dir/config" 2>/dev/null)" != "$(config_hash "$v")" ] ||
 	   [ ! -f "$out/.config" ]; then
 		(
-			cd "$src"
+			cd "$src" || exit 1
 			make -s ARCH=um O="$out" defconfig
 			# shellcheck disable=SC2046
 			scripts/kconfig/merge_config.sh -m -O "$out" \

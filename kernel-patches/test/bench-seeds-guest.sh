@@ -197,6 +197,7 @@ fs)
 		i=$r
 		for s in $sizes; do
 			i=$((i + 1))
+			# shellcheck disable=SC2046 # the modes, one word each
 			for m in $(order $i $(echo "${B_MODES:-normal,dontcache}" | tr , " ")); do
 				rm -f "$mnt/bench.dat"
 				drop

@@ -5,6 +5,7 @@
 
 # Checks of the gating guest scripts: PASS/FAIL lines, counted; rc fails
 # the stage.
+# shellcheck disable=SC2034 # rc, passed, failed: read by those scripts
 rc=0
 passed=0
 failed=0

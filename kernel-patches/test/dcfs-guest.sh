@@ -10,11 +10,11 @@
 mnt=$1
 run=$T_RUN
 dcfs=$(cat "$run/dcfs-path")
-io=$(dirname "$dcfs")/dcfs-io
 t=$run/bin/dontcache_test
 backing=$mnt/dcfs-backing
 mp=$run/dcfs-mnt
 cfg=$run/dcfs.conf
+# shellcheck source=kernel-patches/test/dcfs-common.sh
 . "$run/dcfs-common.sh"
 
 # requests of opcode $1 dcfs has received (dcfs stat --json), 0 if none

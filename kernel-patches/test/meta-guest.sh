@@ -4,7 +4,8 @@
 # request counters, and their time against native ext4 in the same guest.
 # ubd1 is an ext4 image; dcfs is mounted over a directory of it.
 #
-#   $1 = bin directory, $2 = mount directory (host side: T_RUN/bin, T_RUN/mnt)
+#   $1 = bin directory, $2 = mount directory (host side: T_RUN/bin, T_RUN/mnt),
+#   not used: everything it needs is in $T_RUN
 #
 # Environment (kernel command line, scripts/test.sh):
 #   T_META_FILES  files of the counted phases (default 2000)
@@ -30,8 +31,6 @@
 # "stat after write" is stat(2) of every file right after the create phase
 # on a mount whose timeouts (30 s) outlast the phase: what is left is what
 # the writes invalidated.
-bin=$1
-mnt=$2
 run=$T_RUN
 dcfs=$(cat "$run/dcfs-path")
 io=$(dirname "$dcfs")/dcfs-io
@@ -41,6 +40,7 @@ ROUNDS=${T_META_ROUNDS:-3}
 BASE=${T_META_BASE:-}
 SZ=${T_META_SIZE:-1K}
 GATE=${T_META_GATE:-1}
+# shellcheck source=kernel-patches/test/dcfs-common.sh
 . "$run/dcfs-common.sh"
 
 # Short paths: dcfs-io meta names its files in a 64-byte buffer.  /tmp is
