@@ -166,7 +166,8 @@ FORMATTED := fusefs/core/nodeid.c fusefs/core/state.c fusefs/daemon/daemon.h \
 	fusefs/ops/drain.c fusefs/ops/log.c fusefs/transport/transport.h \
 	fusefs/policy/keys.c fusefs/handlers/op_table.c \
 	include/dcfs_fuse_proto.h include/dcfs_version.h \
-	tests/own_mount.c tests/own_mount.h tests/test_config.c tests/test_dirs.c
+	tests/own_mount.c tests/own_mount.h tests/test_config.c tests/test_dirs.c \
+	tests/test_mountopts.c
 # Every tracked file whose first line runs sh, bash or dash.
 TRACKED = $(shell git ls-files 2>/dev/null | grep -v '\.png$$')
 SHELL_SCRIPTS = $(shell awk 'FNR == 1 { if (/^\#!.*[\/ ](ba|da)?sh( |$$)/) print FILENAME; nextfile }' $(TRACKED))

@@ -284,15 +284,15 @@ const char *log_report(const char *log)
 	return out;
 }
 
-/* ---- rotating path buffers ---------------------------------------------- */
-static char pbuf[32][PATH_MAX];
+/* ---- rotating path buffers: the suites' one path joiner ------------------- */
+static char pbuf[64][PATH_MAX];
 static int pidx;
 
-static const char *vpath(const char *root, const char *fmt, va_list ap)
+const char *vpath_at(const char *root, const char *fmt, va_list ap)
 {
 	char rel[PATH_MAX];
 	vsnprintf(rel, sizeof rel, fmt, ap);
-	char *b = pbuf[pidx++ % 32];
+	char *b = pbuf[pidx++ % 64];
 	if (rel[0])
 		snprintf(b, PATH_MAX, "%s/%s", root, rel);
 	else
@@ -300,12 +300,21 @@ static const char *vpath(const char *root, const char *fmt, va_list ap)
 	return b;
 }
 
+const char *path_at(const char *root, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	const char *r = vpath_at(root, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
 #define PATHFN(name, root)                          \
 	const char *name(const char *fmt, ...)      \
 	{                                           \
 		va_list ap;                         \
 		va_start(ap, fmt);                  \
-		const char *r = vpath(root, fmt, ap); \
+		const char *r = vpath_at(root, fmt, ap); \
 		va_end(ap);                         \
 		return r;                           \
 	}

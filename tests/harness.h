@@ -21,6 +21,7 @@
 #include <check.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -133,7 +134,11 @@ double deadline_scale(void);
 void test_begin(const char *name);
 #define T_BEGIN() test_begin(__func__)
 
-/* Path builders (rotating static buffers, 32 of them). */
+/* root/<formatted rel>, or root for "": the one path joiner of the suites,
+ * in one of 64 rotating static buffers (several may be in use at once). */
+const char *path_at(const char *root, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *vpath_at(const char *root, const char *fmt, va_list ap);
+/* Path builders of the dual roots (path_at() of the current test's roots). */
 const char *P(const char *fmt, ...) __attribute__((format(printf, 1, 2)));  /* current SIDE */
 const char *PR(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* ref side */
 const char *PM(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* mount side */

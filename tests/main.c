@@ -28,6 +28,7 @@ Suite *uring_suite(void); /* test_uring.c */
 Suite *coherence_suite(void); /* test_coherence.c */
 Suite *install_suite(void); /* test_install.c */
 Suite *config_suite(void); /* test_config.c */
+Suite *mountopts_suite(void); /* test_mountopts.c */
 
 static const struct config configs[] = {
 	{ "ext4-dcfs", FS_EXT4, MM_DAEMON, NULL, NULL },
@@ -124,6 +125,7 @@ int main(void)
 		srunner_add_suite(sr, coherence_suite());
 		srunner_add_suite(sr, install_suite());
 		srunner_add_suite(sr, config_suite());
+		srunner_add_suite(sr, mountopts_suite());
 	}
 	if (!getenv("CK_FORK"))
 		srunner_set_fork_status(sr, CK_FORK);

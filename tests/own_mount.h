@@ -64,4 +64,12 @@ uint64_t hash64(const void *buf, size_t len);
 const char *srcdir(void);
 char *src_file(const char *rel);
 
+/* Runs bin with argv (argv[0] ignored), stdin and stdout on /dev/null,
+ * stderr into err; killed after timeout s (scaled).  The wait status, or
+ * -1 on the timeout. */
+int run_capture(const char *bin, char *const argv[], char *err, size_t errlen, double timeout);
+/* dcfs with argv must exit non-zero with exactly one informative line on
+ * stderr and nothing mounted on mnt. */
+void expect_cli_error(const char *what, const char *mnt, char *const argv[]);
+
 #endif

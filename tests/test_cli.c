@@ -1,6 +1,6 @@
 /* Command line of dcfs (negative cases, options, daemon mode) and the
  * mount(8) helper (mount -t dcfs / umount). */
-#include "harness.h"
+#include "own_mount.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -10,60 +10,6 @@
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
-
-/* Run DCFS_BIN (or MOUNT_DCFS via mount) synchronously; stderr captured,
- * killed after timeout. Returns wait status, -1 on timeout. */
-static int run_capture(const char *bin, char *const argv[], char *err, size_t errlen,
-		       double timeout)
-{
-	int pfd[2];
-	ck_assert_int_eq(pipe2(pfd, O_CLOEXEC), 0);
-	fflush(NULL);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDWR);
-		dup2(nul, 0);
-		dup2(nul, 1);
-		dup2(pfd[1], 2);
-		execv(bin, argv);
-		_exit(127);
-	}
-	close(pfd[1]);
-	fcntl(pfd[0], F_SETFL, O_NONBLOCK);
-	size_t n = 0;
-	double end = now_s() + timeout * deadline_scale();
-	int st = -1;
-	for (;;) {
-		ssize_t r;
-		char buf[1024];
-		while ((r = read(pfd[0], buf, sizeof buf)) > 0) {
-			size_t c = (size_t)r < errlen - 1 - n ? (size_t)r : errlen - 1 - n;
-			memcpy(err + n, buf, c);
-			n += c;
-		}
-		pid_t w = waitpid(pid, &st, WNOHANG);
-		if (w == pid)
-			break;
-		if (now_s() > end) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &st, 0);
-			st = -1;
-			break;
-		}
-		sleep_ms(10);
-	}
-	ssize_t r;
-	char buf[1024];
-	while ((r = read(pfd[0], buf, sizeof buf)) > 0) {
-		size_t c = (size_t)r < errlen - 1 - n ? (size_t)r : errlen - 1 - n;
-		memcpy(err + n, buf, c);
-		n += c;
-	}
-	err[n] = 0;
-	close(pfd[0]);
-	return st;
-}
 
 static char cbase[PATH_MAX];  /* backing area for cli tests */
 static char cmnt[PATH_MAX];   /* mountpoint */
@@ -90,36 +36,6 @@ static void cli_begin(const char *name)
 	track_mount(cmnt);
 }
 #define C_BEGIN() cli_begin(__func__)
-
-static int count_lines(const char *s)
-{
-	int n = 0;
-	size_t len = strlen(s);
-	for (size_t i = 0; i < len; i++)
-		if (s[i] == '\n')
-			n++;
-	if (len && s[len - 1] != '\n')
-		n++;
-	return n;
-}
-
-/* Expect: non-zero exit, exactly one non-empty line on stderr, nothing
- * mounted on mnt. */
-static void expect_cli_error(const char *what, const char *mnt, char *const argv[])
-{
-	char err[4096] = "";
-	int st = run_capture(g_dcfs_bin, argv, err, sizeof err, 10);
-	ck_assert_msg(st != -1, "%s: dcfs did not exit within 10s (stderr: %s)", what, err);
-	const char *rep = log_report(err);
-	ck_assert_msg(!rep, "%s: error path: %s", what, rep);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0,
-		      "%s: expected non-zero exit, got status %#x (stderr: %s)", what, st, err);
-	ck_assert_msg(err[0] != 0, "%s: no error message on stderr", what);
-	ck_assert_msg(count_lines(err) == 1, "%s: expected one line on stderr, got %d:\n%s", what,
-		      count_lines(err), err);
-	ck_assert_msg(!is_mounted(mnt, NULL, 0), "%s: %s got mounted anyway", what, mnt);
-	ck_assert_msg(strlen(err) > 5, "%s: uninformative message '%s'", what, err);
-}
 
 START_TEST(cli_missing_backing)
 {

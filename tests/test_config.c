@@ -8,7 +8,9 @@
  *   [global] key with the table's default, the DEFAULTS section lists every
  *   [global] default, VALIDATION every range message, and the sample
  *   dcfs.conf sets every [global] key.
- * TCase behaviour: what a key does, on a mount of its own (write_expire).
+ * TCase behaviour: what a key does, on a mount of its own, for the keys no
+ *   other suite sets: write_expire, writeback_limit, inflight,
+ *   inflight_mount, prefetch (each compared with its "off" value).
  */
 #include "own_mount.h"
 
@@ -476,6 +478,114 @@ START_TEST(config_write_expire)
 }
 END_TEST
 
+/*
+ * The streaming class with the daemon doing the I/O (no kernel passthrough
+ * of any kind), for the keys of the daemon's engine.
+ */
+#define ENGINE                                                                  \
+	"[global]\ndefault = dontcache\nmin_size = 0\npassthrough_reads = no\n" \
+	"passthrough_uncached = no\nfuse_readahead = no\n"
+
+/* Writes len bytes to rel through the mount in pieces of bs; the counter
+ * key of class dontcache moved by how much. */
+static long long write_counting(const char *rel, size_t len, size_t bs, const char *key)
+{
+	char *buf = malloc(bs);
+	fill_pattern(buf, bs, 39);
+	long long c0 = stats_get(g_cm.mnt, "dontcache", key);
+	int fd = open(path_at(g_cm.mnt, "%s", rel), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ck_assert_int_ge(fd, 0);
+	for (size_t at = 0; at < len; at += bs)
+		ck_assert_int_eq(write(fd, buf, bs), (ssize_t)bs);
+	ck_assert_int_eq(close(fd), 0);
+	free(buf);
+	long long c1 = stats_get(g_cm.mnt, "dontcache", key);
+	ck_assert_msg(c1 >= 0, "no counter %s", key);
+	return c1 - (c0 > 0 ? c0 : 0);
+}
+
+/* One line of conf with ENGINE in front; reloaded (values apply at open). */
+static void cm_set(const char *line)
+{
+	char text[512];
+	snprintf(text, sizeof text, ENGINE "%s\n", line);
+	ck_assert_int_eq(own_reload(&g_cm, text), 1);
+}
+
+/* Writing len bytes in pieces of bs with line_on moves counter key, with
+ * line_off it does not. */
+static void on_and_off(const char *key, const char *line_on, const char *line_off, size_t len,
+		       size_t bs)
+{
+	cm_set(line_on);
+	long long on = write_counting("on", len, bs, key);
+	cm_set(line_off);
+	long long off = write_counting("off", len, bs, key);
+	fprintf(stderr, "config: %zu MiB: %s %lld with '%s', %lld with '%s'\n", len >> 20, key, on,
+		line_on, off, line_off);
+	ck_assert_msg(on > 0 && off == 0, "%s: %lld with '%s', %lld with '%s'", key, on, line_on,
+		      off, line_off);
+}
+
+/* writeback_limit: a stream waits for the writeback of what lies further
+ * behind its front (writeback_waits); 0 turns the bound off. */
+START_TEST(config_writeback_limit)
+{
+	own_mount_ck(&g_cm, FS_EXT4, "cfg-wb", ENGINE);
+	on_and_off("writeback_waits", "writeback_limit = 1M", "writeback_limit = 0", 32u << 20,
+		   1u << 20);
+	own_unmount_ck(&g_cm);
+}
+END_TEST
+
+/* inflight: 0 makes every backing write synchronous (no background
+ * writes); inflight_mount bounds the jobs of all handles, so with 1M a
+ * second job waits for the first (queue_waits). */
+START_TEST(config_inflight)
+{
+	own_mount_ck(&g_cm, FS_EXT4, "cfg-inflight", ENGINE);
+	on_and_off("background_writes", "inflight = 8M", "inflight = 0", 16u << 20, 64u << 10);
+	cm_set("inflight_mount = 1M");
+	/* a wait needs a writer ahead of its worker: on a loaded machine the
+	 * worker may win a run, not three */
+	long long waits = 0;
+	for (int run = 0; run < 3 && waits == 0; run++)
+		waits = write_counting("ifm", 32u << 20, 1u << 20, "queue_waits");
+	fprintf(stderr, "config_inflight: inflight_mount = 1M: %lld queue waits\n", waits);
+	ck_assert_msg(waits > 0, "inflight_mount = 1M: no write waited for room");
+	own_unmount_ck(&g_cm);
+}
+END_TEST
+
+/* prefetch: a sequential reader whose requests divide readahead gets the
+ * next window read in the background (prefetches); no with no. */
+START_TEST(config_prefetch)
+{
+	own_mount_ck(&g_cm, FS_EXT4, "cfg-prefetch", ENGINE);
+	size_t len = 16u << 20;
+	char *buf = malloc(len);
+	fill_pattern(buf, len, 40);
+	ck_assert_int_eq(write_file(path_at(g_cm.exp, "film"), buf, len, 0644), 0);
+	long long got[2];
+	for (int on = 1; on >= 0; on--) {
+		cm_set(on ? "prefetch = yes" : "prefetch = no");
+		long long p0 = stats_get(g_cm.mnt, "dontcache", "prefetches");
+		int fd = open(path_at(g_cm.mnt, "film"), O_RDONLY);
+		ck_assert_int_ge(fd, 0);
+		for (size_t at = 0; at < len; at += 65536)
+			ck_assert_int_eq(pread(fd, buf, 65536, (off_t)at), 65536);
+		close(fd);
+		got[on] = stats_get(g_cm.mnt, "dontcache", "prefetches") - (p0 > 0 ? p0 : 0);
+	}
+	fprintf(stderr, "config_prefetch: 16 MiB in 64 KiB reads: %lld prefetches, %lld with no\n",
+		got[1], got[0]);
+	ck_assert_msg(got[1] > 0 && got[0] == 0, "prefetches: %lld with yes, %lld with no", got[1],
+		      got[0]);
+	free(buf);
+	own_unmount_ck(&g_cm);
+}
+END_TEST
+
 Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -485,9 +595,12 @@ Suite *config_suite(void)
 	tcase_add_test(tc, config_docs_match_table);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("behaviour");
-	tcase_set_timeout(tc, 60 * deadline_scale());
+	tcase_set_timeout(tc, 120 * deadline_scale());
 	tcase_add_checked_fixture(tc, NULL, cm_teardown);
 	tcase_add_test(tc, config_write_expire);
+	tcase_add_test(tc, config_writeback_limit);
+	tcase_add_test(tc, config_inflight);
+	tcase_add_test(tc, config_prefetch);
 	suite_add_tcase(s, tc);
 	return s;
 }

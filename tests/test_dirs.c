@@ -1,6 +1,6 @@
 /* Directory operations through dcfs: mkdir/rmdir, readdir (incl. 10k
  * entries and concurrent modification), statfs, st_dev consistency. */
-#include "harness.h"
+#include "own_mount.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -419,6 +419,25 @@ START_TEST(dirs_setgid_inherit)
 }
 END_TEST
 
+/* fsync(2) and fdatasync(2) of a directory: FSYNCDIR, after a change in
+ * it; a read-only directory fd may be synced too. */
+START_TEST(dirs_fsync)
+{
+	T_BEGIN();
+	DUAL(mkdir(P("d"), 0755));
+	struct fdp d = DUALFD(open(P("d"), O_RDONLY | O_DIRECTORY));
+	DUAL(close(open(P("d/f"), O_CREAT | O_WRONLY, 0644)));
+	DUAL(fsync(F(d)));
+	DUAL(rename(P("d/f"), P("d/g")));
+	DUAL(fdatasync(F(d)));
+	close_fdp(d);
+	check_dual_stat("d/g");
+	/* the requests reached dcfs (not a bind mount of the self-test) */
+	if (g_cfg->mm != MM_BIND)
+		ck_assert_int_ge(stats_get(g_mnt, "requests", "fsyncdir"), 2);
+}
+END_TEST
+
 void add_dirs_tests(TCase *tc)
 {
 	tcase_add_test(tc, dirs_mkdir_rmdir);
@@ -428,6 +447,7 @@ void add_dirs_tests(TCase *tc)
 		tcase_add_test(tc, dirs_readdir_mutation);
 	}
 	tcase_add_test(tc, dirs_statfs);
+	tcase_add_test(tc, dirs_fsync);
 	tcase_add_test(tc, dirs_st_dev_consistent);
 	tcase_add_test(tc, dirs_setgid_inherit);
 }

@@ -18,29 +18,9 @@
 
 static struct own_mount g_o;
 
-static const char *OM(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static const char *OM(const char *fmt, ...)
-{
-	static char b[8][PATH_MAX];
-	static int i;
-	char rel[PATH_MAX];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(rel, sizeof rel, fmt, ap);
-	va_end(ap);
-	char *p = b[i++ % 8];
-	snprintf(p, PATH_MAX, "%s/%s", g_o.mnt, rel);
-	return p;
-}
-
-static const char *OE(const char *rel)
-{
-	static char b[4][PATH_MAX];
-	static int i;
-	char *p = b[i++ % 4];
-	snprintf(p, PATH_MAX, "%s/%s", g_o.exp, rel);
-	return p;
-}
+/* Through the mount, and in the exported backing dir. */
+#define OM(...) path_at(g_o.mnt, __VA_ARGS__)
+#define OE(rel) path_at(g_o.exp, "%s", rel)
 
 static void ops_mount(const char *tag, const char *conf, const char *opts)
 {

@@ -143,35 +143,9 @@ static void pk_begin(const char *name)
 }
 #define PK_BEGIN() pk_begin(__func__)
 
-static char pbuf[16][PATH_MAX];
-static int pidx;
-static const char *PMNT(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static const char *PEXP(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* base/<formatted rel> in one of 16 rotating buffers (several per call). */
-static const char *pjoin(const char *base, const char *fmt, va_list ap)
-{
-	char rel[PATH_MAX];
-	vsnprintf(rel, sizeof rel, fmt, ap);
-	char *b = pbuf[pidx++ % 16];
-	snprintf(b, PATH_MAX, "%s/%s", base, rel);
-	return b;
-}
-static const char *PMNT(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	const char *b = pjoin(g_pm.mnt, fmt, ap);
-	va_end(ap);
-	return b;
-}
-static const char *PEXP(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	const char *b = pjoin(g_pm.exp, fmt, ap);
-	va_end(ap);
-	return b;
-}
+/* Through the mount, and in the exported backing dir. */
+#define PMNT(...) path_at(g_pm.mnt, __VA_ARGS__)
+#define PEXP(...) path_at(g_pm.exp, __VA_ARGS__)
 
 static long long ptstat(const char *key)
 {

@@ -105,35 +105,9 @@ static void pol_begin_(const char *conf, const char *name)
 	umask(022);
 }
 
-static const char *MP(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static const char *EP(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char mpbuf[16][PATH_MAX];
-static int mpidx;
-#include <stdarg.h>
-static const char *vroot(const char *root, const char *fmt, va_list ap)
-{
-	char rel[PATH_MAX];
-	vsnprintf(rel, sizeof rel, fmt, ap);
-	char *b = mpbuf[mpidx++ % 16];
-	snprintf(b, PATH_MAX, "%s/%s", root, rel);
-	return b;
-}
-static const char *MP(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	const char *r = vroot(g_pol.mnt, fmt, ap);
-	va_end(ap);
-	return r;
-}
-static const char *EP(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	const char *r = vroot(g_pol.exp, fmt, ap);
-	va_end(ap);
-	return r;
-}
+/* Through the mount, and in the exported backing dir. */
+#define MP(...) path_at(g_pol.mnt, __VA_ARGS__)
+#define EP(...) path_at(g_pol.exp, __VA_ARGS__)
 
 /* mkdir -p of rel's parent dirs and create rel with size bytes, in the
  * exported backing dir (no dcfs open involved). */

@@ -24,17 +24,9 @@
 
 static struct own_mount g_s;
 
-/* Paths in the exported backing dir and through the mount (rotating). */
-static const char *scale_path(const char *base, const char *rel)
-{
-	static char b[16][PATH_MAX];
-	static int i;
-	char *p = b[i++ % 16];
-	snprintf(p, PATH_MAX, "%s/%s", base, rel);
-	return p;
-}
-#define PE_S(rel) scale_path(g_s.exp, rel)
-#define PM_S(rel) scale_path(g_s.mnt, rel)
+/* Paths in the exported backing dir and through the mount. */
+#define PE_S(rel) path_at(g_s.exp, "%s", rel)
+#define PM_S(rel) path_at(g_s.mnt, "%s", rel)
 
 static long env_long(const char *name, long def)
 {

@@ -21,6 +21,7 @@ int cmd_stat(int argc, char *argv[]);
 
 /* options.c */
 int options_parse(struct fuse_args *args, struct dcfs_options *opt);
+int options_list(void);
 int options_validate(const struct dcfs_options *opt);
 int options_check_empty(const struct dcfs_options *opt);
 void options_usage(const char *prog);

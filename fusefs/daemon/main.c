@@ -413,6 +413,8 @@ int main(int argc, char *argv[])
 		return cmd_check_config(argc, argv);
 	if (argc == 2 && strcmp(argv[1], "--list-config-keys") == 0)
 		return cmd_list_config_keys();
+	if (argc == 2 && strcmp(argv[1], "--list-options") == 0)
+		return options_list();
 	if (argc >= 2 && strcmp(argv[1], "stat") == 0)
 		return cmd_stat(argc, argv);
 	if (argc >= 2 && strcmp(argv[1], "--read-config") == 0)

@@ -62,6 +62,18 @@ static const struct fuse_opt dcfs_opts[] = {
 	FUSE_OPT_END
 };
 
+/*
+ * `dcfs --list-options`: the templates of the table above, one per line
+ * ("config=%s", "nonempty", "-s"), for the tests and the documentation
+ * check to read the table itself.
+ */
+int options_list(void)
+{
+	for (const struct fuse_opt *o = dcfs_opts; o->templ; o++)
+		printf("%s\n", o->templ);
+	return fflush(stdout) == 0 ? 0 : 1;
+}
+
 static int positional(struct dcfs_options *opt, const char *arg)
 {
 	if (!opt->backing)
@@ -228,7 +240,7 @@ void options_usage(const char *prog)
 {
 	printf("usage: %s [options] BACKING_DIR MOUNTPOINT\n"
 	       "       %s --check-config FILE\n"
-	       "       %s --list-config-keys\n"
+	       "       %s --list-config-keys | --list-options\n"
 	       "       %s stat [--wide | --json | --prometheus | --files |\n"
 	       "               --watch [SECS] [--count N]] MOUNTPOINT  (stat --help)\n\n"
 	       "    -h, --help             print this help\n"

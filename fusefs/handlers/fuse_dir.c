@@ -153,19 +153,16 @@ static int next_entry(struct dcfs_dir *d, struct dirent **out)
  * buffer is full (and then no lookup count is kept).
  */
 static size_t add_entry(fuse_req_t req, fuse_ino_t ino, char *p, size_t rem,
-			const struct dirent *de, bool plus, bool attrs)
+			const struct dirent *de, bool attrs)
 {
 	struct fuse_entry_param e;
 	size_t size;
 
 	/* An entry with node id 0 gives the kernel the name only. */
-	if (!plus || !attrs || is_dot_or_dotdot(de->d_name)) {
+	if (!attrs || is_dot_or_dotdot(de->d_name)) {
 		memset(&e, 0, sizeof(e));
 		e.attr.st_ino = de->d_ino;
 		e.attr.st_mode = DTTOIF(de->d_type);
-		if (!plus)
-			return fuse_add_direntry(req, p, rem, de->d_name,
-						 &e.attr, de->d_off);
 		return fuse_add_direntry_plus(req, p, rem, de->d_name, &e,
 					      de->d_off);
 	}
@@ -177,8 +174,14 @@ static size_t add_entry(fuse_req_t req, fuse_ino_t ino, char *p, size_t rem,
 	return size;
 }
 
-static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
-		       off_t offset, struct fuse_file_info *fi, bool plus)
+/*
+ * READDIRPLUS only: dcfs asks for it on every batch (daemon/main.c, no
+ * READDIRPLUS_AUTO), so the kernel never sends a plain READDIR (it would
+ * on a kernel older than 3.9, which FUSE passthrough and dcfs do not run
+ * on); libfuse answers one with ENOSYS.
+ */
+static void dcfs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			     off_t offset, struct fuse_file_info *fi)
 {
 	struct dcfs_dir *d = dir_of(fi);
 	char *buf = malloc(size), *p = buf;
@@ -196,7 +199,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		d->offset = offset;
 	}
 	while ((err = next_entry(d, &de)) > 0) {
-		size_t n = add_entry(req, ino, p, rem, de, plus, d->plus_ok);
+		size_t n = add_entry(req, ino, p, rem, de, d->plus_ok);
 
 		if (n > rem)
 			break;
@@ -211,18 +214,6 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	else
 		fuse_reply_buf(req, buf, size - rem);
 	free(buf);
-}
-
-static void dcfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
-			 off_t offset, struct fuse_file_info *fi)
-{
-	do_readdir(req, ino, size, offset, fi, false);
-}
-
-static void dcfs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
-			     off_t offset, struct fuse_file_info *fi)
-{
-	do_readdir(req, ino, size, offset, fi, true);
 }
 
 static void dcfs_releasedir(fuse_req_t req, fuse_ino_t ino,
@@ -248,7 +239,6 @@ static void dcfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 void fuse_dir_ops(struct fuse_lowlevel_ops *ops)
 {
 	ops->opendir = dcfs_opendir;
-	ops->readdir = dcfs_readdir;
 	ops->readdirplus = dcfs_readdirplus;
 	ops->releasedir = dcfs_releasedir;
 	ops->fsyncdir = dcfs_fsyncdir;
