@@ -7,9 +7,9 @@
  *   no bad value for fails the test, so a new option needs one.
  * TCase behaviour: what the options no other suite passes do.  cache=never
  *   asks the daemon on every stat(2), cache=always not again for a day;
- *   max_threads= bounds the threads reading /dev/fuse and clone_fd gives
- *   each its own /dev/fuse fd (both with -o nouring, where those threads
- *   serve the requests); subtype= names the mount's type; noacl, after
+ *   max_threads= bounds the threads reading /dev/fuse, max_idle_threads=
+ *   those left idle, and clone_fd gives each its own /dev/fuse fd (with
+ *   -o nouring, where those threads serve the requests); subtype= names the mount's type; noacl, after
  *   acl, has the kernel ignore access ACLs again; -d makes libfuse trace
  *   every request in the log.
  */
@@ -245,6 +245,8 @@ START_TEST(mo_max_threads_and_clone_fd)
 		{ "nouring,max_threads=1", 1, 0 },
 		{ "nouring,max_threads=3", 3, 0 },
 		{ "nouring,max_threads=3,clone_fd", 3, 1 },
+		/* idle workers beyond max_idle_threads exit */
+		{ "nouring,max_threads=3,max_idle_threads=1", 1, 0 },
 	};
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
 		int threads, fds_read, fds_open;
