@@ -19,16 +19,21 @@
  *    another user's write, truncate, fallocate, punch hole, zero range and
  *    O_TRUNC, and a mode changed by an ACL, show through the mount at once
  *    (issue 24 #6).
+ *  - coh_size_after_listing: the size after extending writes while the
+ *    directory is listed or the file linked (issue 38 #1).
  *  - coh_exerciser: several handles of one file opened different ways
  *    (default class, O_DIRECT, streamed, auto, cached, shared mappings),
  *    random reads, writes, copy_file_range, truncate, fallocate, fsync and
  *    posix_fadvise(DONTNEED) on the mount and the backing file (also from a
- *    second process every 50 ms), every read, size and mapping checked
- *    against a model (issue 24 #1 and the exerciser).  DCFS_COH_SECONDS
- *    sets its time per TCase (default 15 s); it prints its counts.
+ *    second process every 50 ms), a third process that only opens and
+ *    closes the file, every read, size and mapping checked against a model,
+ *    and the end of the file after every operation (issue 24 #1, issue 38
+ *    #1 and the exerciser).  DCFS_COH_SECONDS sets its time per TCase
+ *    (default 15 s), DCFS_COH_SEED its seed; it prints both and its counts.
  */
 #include "own_mount.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/aio_abi.h>
 #include <linux/falloc.h>
@@ -563,6 +568,100 @@ START_TEST(coh_mode_side_effects)
 }
 END_TEST
 
+/* ---- the size the kernel keeps after an extending write --------------------------------- */
+/*
+ * What another process does beside a writer that makes the kernel take a
+ * file's attributes from the daemon: list the directory (READDIRPLUS) or
+ * give the file another name (LINK, whose reply the kernel applies
+ * whatever it holds).  A reply carrying a size without a write the daemon
+ * had acknowledged replaced the newer size for the attribute timeout:
+ * lseek(SEEK_END) and reads then stopped at the old end (issue 38 #1).
+ */
+enum sz_look { SZ_LIST, SZ_LINK, SZ_N };
+static const char *const sz_names[] = { "directory listing", "link" };
+
+static void sz_look(enum sz_look how, const char *dir, const char *path, const char *lnk)
+{
+	if (how == SZ_LIST) {
+		DIR *d = opendir(dir);
+		ck_assert_msg(d, "opendir: %s", strerror(errno));
+		while (readdir(d))
+			;
+		closedir(d);
+	} else {
+		ck_assert_msg(link(path, lnk) == 0, "link: %s", strerror(errno));
+	}
+}
+
+/* What the kernel says the size is, three ways; "" if all say want. */
+static void sz_check(int fd, off_t want, char *out, size_t olen)
+{
+	struct stat st;
+	char c[2];
+	off_t e = lseek(fd, 0, SEEK_END);
+	ssize_t last = want ? pread(fd, c, 2, want - 1) : 1;
+	int r = fstat(fd, &st);
+
+	out[0] = 0;
+	if (e != want || last != 1 || r != 0 || st.st_size != want)
+		snprintf(out, olen, "lseek(SEEK_END) %lld, a read of the last byte %zd, fstat %lld; "
+			 "the file has %lld", (long long)e, last, (long long)st.st_size,
+			 (long long)want);
+}
+
+START_TEST(coh_size_after_listing)
+{
+	CO_BEGIN();
+	static char buf[100000];
+	const char *const comms[] = { NULL, "cohstream", "cohauto", "cohcache" };
+	char first[512] = "", what[256], per[512] = "";
+	int bad = 0, rounds = 0;
+	uint64_t x = 0x2545f4914f6cdd1dULL;
+
+	fill_pattern(buf, sizeof buf, 38);
+	ck_assert_int_eq(mkdir(CMNT("sz"), 0755), 0);
+	for (int c = 0; c < 4; c++) {
+		for (int how = 0; how < SZ_N; how++) {
+			char rel[64], lrel[64];
+			snprintf(rel, sizeof rel, "sz/f%d-%d.dat", c, how);
+			snprintf(lrel, sizeof lrel, "sz/f%d-%d.lnk", c, how);
+			/* past the shipped min_size: each handle gets its class's engine */
+			off_t size = 17 << 20;
+			int cfd = open(CMNT(rel), O_RDWR | O_CREAT | O_EXCL, 0644);
+			ck_assert_msg(cfd >= 0, "create: %s", strerror(errno));
+			ck_assert_int_eq(ftruncate(cfd, size), 0);
+			close(cfd);
+			int fd = open_named(CMNT(rel), O_RDWR, comms[c]);
+			ck_assert_msg(fd >= 0, "open: %s", strerror(errno));
+			int bad0 = bad;
+			for (int i = 0; i < 40; i++, rounds++) {
+				x ^= x << 13;
+				x ^= x >> 7;
+				x ^= x << 17;
+				size_t n = 1 + (size_t)(x % sizeof buf);
+				ck_assert_int_eq(pwrite(fd, buf, n, size), (ssize_t)n);
+				size += (off_t)n;
+				sz_look((enum sz_look)how, CMNT("sz"), CMNT(rel), CMNT(lrel));
+				sz_check(fd, size, what, sizeof what);
+				if (how == SZ_LINK)
+					ck_assert_int_eq(unlink(CMNT(lrel)), 0);
+				if (what[0] && bad++ == 0)
+					snprintf(first, sizeof first, "%s handle, write %d, after a %s: %s",
+						 comms[c] ? comms[c] : "default", i, sz_names[how], what);
+			}
+			close(fd);
+			size_t l = strlen(per);
+			snprintf(per + l, sizeof per - l, "%s%s/%s %d of 40", l ? ", " : "",
+				 comms[c] ? comms[c] : "default", sz_names[how], bad - bad0);
+		}
+	}
+	printf("coh_size_after_listing %s: %d of %d sizes wrong (%s)\n", co_names[g_co], bad, rounds,
+	       per);
+	ck_assert_msg(!bad, "%d of %d extending writes: the size went back (%s); first: %s", bad,
+		      rounds, per, first);
+}
+END_TEST
+
 /* ---- the randomized multi-handle exerciser -------------------------------------------- */
 #define X_CAP ((size_t)4 << 20)
 #define X_MAXIO ((size_t)256 << 10)
@@ -981,6 +1080,28 @@ static int xdo_verify(struct xstate *x)
 	return 0;
 }
 
+/*
+ * After every operation: where the file ends as the kernel sees it through
+ * a random handle, by lseek(SEEK_END) and by a read across the end (its
+ * bytes and where it stops), against the model (issue 38 #1: an entry
+ * reply of the opener's lookup took the size back).
+ */
+static int xcheck_end(struct xstate *x)
+{
+	int h = xpick(x, false, true);
+	off_t e = lseek(x->fd[h], 0, SEEK_END);
+
+	if (e != (off_t)x->size)
+		return xfail(x, "after the operation, lseek(SEEK_END) %s: %lld, the model has %zu",
+			     xh_names[h], (long long)e, x->size);
+	h = xpick(x, false, false);
+	size_t tail = x->size < 4096 ? x->size : 4096, off = x->size - tail;
+	ssize_t n = pread(x->fd[h], x->buf, tail + 4096, (off_t)off);
+	if (n < 0)
+		return xfail(x, "after the operation, read %s: %s", xh_names[h], strerror(errno));
+	return xcheck(x, x->buf, n, off, tail + 4096, "after the operation, a read across the end");
+}
+
 static int xstep(struct xstate *x, unsigned seq)
 {
 	unsigned r = (unsigned)(xnext(x) % 100);
@@ -1046,6 +1167,38 @@ static pid_t start_dropper(void)
 	return pid;
 }
 
+/*
+ * Another process that only opens and closes the file every 50 ms, and
+ * lists its directory every tenth time: each is a LOOKUP or READDIRPLUS
+ * whose reply carries the size (issue 38 #1).
+ */
+static pid_t start_opener(void)
+{
+	char mnt[PATH_MAX], dir[PATH_MAX];
+	snprintf(mnt, sizeof mnt, "%s", CMNT("x.dat"));
+	snprintf(dir, sizeof dir, "%s", g_cm.mnt);
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		double end = now_s() + 3600;
+		for (unsigned i = 0; now_s() < end && getppid() != 1; i++) {
+			int fd = open(mnt, O_RDONLY);
+			if (fd >= 0)
+				close(fd);
+			if (i % 10 == 9) {
+				DIR *d = opendir(dir);
+				while (d && readdir(d))
+					;
+				if (d)
+					closedir(d);
+			}
+			usleep(50000);
+		}
+		_exit(0);
+	}
+	return pid;
+}
+
 START_TEST(coh_exerciser)
 {
 	CO_BEGIN();
@@ -1058,13 +1211,17 @@ START_TEST(coh_exerciser)
 	const char *seed_env = getenv("DCFS_COH_SEED");
 	uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : (uint64_t)time(NULL);
 	x->rng = seed * 0x9e3779b97f4a7c15ULL + (uint64_t)g_co + 1;
+	/* Now, so that a run that hangs or crashes can be replayed too. */
+	printf("coh_exerciser %s: seed %llu (DCFS_COH_SEED=%llu replays it)\n", co_names[g_co],
+	       (unsigned long long)seed, (unsigned long long)seed);
+	fflush(stdout);
 	for (int i = 0; i < XH_N; i++)
 		x->fd[i] = -1;
 	unlink(CMNT("x.dat"));
 	ck_assert_int_eq(write_file(CMNT("x.dat"), "", 0, 0666), 0);
 	x->bfd = open(CEXP("x.dat"), O_RDONLY);
 	ck_assert(x->bfd >= 0);
-	pid_t dropper = start_dropper();
+	pid_t dropper = start_dropper(), opener = start_opener();
 	struct sigaction sa = { .sa_handler = x_on_sigbus };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGBUS, &sa, NULL);
@@ -1072,14 +1229,19 @@ START_TEST(coh_exerciser)
 	int rc = xreopen_all(x);
 	unsigned long ops = 0;
 	while (!rc && now_s() < end) {
-		for (int i = 0; i < 64 && !rc; i++, ops++)
+		for (int i = 0; i < 64 && !rc; i++, ops++) {
 			rc = xstep(x, (unsigned)ops);
+			if (!rc)
+				rc = xcheck_end(x);
+		}
 	}
 	if (!rc)
 		rc = xdo_verify(x);
 	signal(SIGBUS, SIG_DFL);
 	kill(dropper, SIGKILL);
 	waitpid(dropper, NULL, 0);
+	kill(opener, SIGKILL);
+	waitpid(opener, NULL, 0);
 	for (int i = 0; i < XH_N; i++)
 		if (x->fd[i] >= 0)
 			close(x->fd[i]);
@@ -1130,6 +1292,7 @@ Suite *coherence_suite(void)
 		tcase_add_test(tc, coh_mmap_pwrite);
 		tcase_add_test(tc, coh_cfr_reread);
 		tcase_add_test(tc, coh_mode_side_effects);
+		tcase_add_test(tc, coh_size_after_listing);
 		tcase_add_test(tc, coh_exerciser);
 		tcase_add_test(tc, coh_zz_unmount);
 		suite_add_tcase(s, tc);

@@ -386,6 +386,7 @@ static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct dcfs_inode *dir = dcfs_inode_of(parent);
 	struct fuse_entry_param e;
 	struct umask_scope um;
+	uint64_t landed = wpipe_landings();
 	bool created;
 	int fd, err, dirfd = inode_pin(dir);
 
@@ -423,6 +424,9 @@ static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out_undo;
 	}
 	inode_unpin(dir);
+	/* An existing file's size, with what other handles acknowledged. */
+	if (!created && wpipe_settle(dcfs_inode_of(e.ino), landed))
+		fstat(fd, &e.attr);
 	if (!created && (fi->flags & O_TRUNC))
 		coh_mode_may_change(dcfs_inode_of(e.ino), fd);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {

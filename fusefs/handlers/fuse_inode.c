@@ -29,6 +29,7 @@ static void reply_entry_or_err(fuse_req_t req, int err,
 static void dcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param e;
+	uint64_t landed = wpipe_landings();
 	int err = -ENOENT;
 
 	/* "." of an id the kernel does not have: an export handle decoded. */
@@ -37,7 +38,7 @@ static void dcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	else
 		err = inode_lookup(dcfs_inode_of(parent), name, &e);
 	/* Buffered writes (write_pipe.c) change the size the entry reports. */
-	if (!err && wpipe_sync_inode(dcfs_inode_of(e.ino)))
+	if (!err && wpipe_settle(dcfs_inode_of(e.ino), landed))
 		inode_stat(dcfs_inode_of(e.ino), &e.attr);
 	/* The kernel may remember that the name is missing (options.c). */
 	if (err == -ENOENT && dcfs.opt.negative_timeout > 0) {
@@ -350,6 +351,7 @@ static void dcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	struct dcfs_inode *inode = dcfs_inode_of(ino);
 	int fd = inode_pin(inode), dfd, err;
 	struct fuse_entry_param e;
+	uint64_t landed = wpipe_landings();
 
 	if (fd < 0) {
 		fuse_reply_err(req, -fd);
@@ -362,7 +364,10 @@ static void dcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	inode_unpin(inode);
 	/* The new name is another name of this inode, whatever it holds now. */
 	if (!err)
-		err = inode_lookup_again(dcfs_inode_of(ino), &e);
+		err = inode_lookup_again(inode, &e);
+	/* The kernel takes a new entry's size whatever it holds (as lookup). */
+	if (!err && wpipe_settle(inode, landed))
+		inode_stat(inode, &e.attr);
 	reply_entry_or_err(req, err, &e);
 }
 

@@ -45,7 +45,15 @@
  * Rules every path follows:
  *   1. Whatever observes the data (reads, getattr, setattr, fallocate,
  *      lseek, copy_file_range, flush, fsync, O_TRUNC) first lands D's
- *      acknowledged writes of the inode (wpipe_sync_inode()).
+ *      acknowledged writes of the inode (wpipe_sync_inode()).  A reply
+ *      carrying attributes read before the inode was known (lookup,
+ *      readdirplus, link, create of an existing name) lands them after,
+ *      and reads the attributes again if anything landed in between
+ *      (wpipe_settle()): the kernel takes an entry's size whenever the
+ *      request was sent after a write's reply (attr_version), and a size
+ *      without that write then stands for the attribute timeout, so
+ *      lseek(SEEK_END) and reads stop at it (issue 38 #1: another
+ *      process's open looked the file up while a getattr was landing it).
  *   2. data_gen is bumped after a change is on B (a write when it lands,
  *      copy_file_range after the copy, fallocate and truncate after), and
  *      a read-ahead window is tagged with the generation read before its

@@ -176,6 +176,8 @@ int wpipe_open(struct dcfs_file *f, const struct wpipe_limits *lim);
 ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
 		    off_t off);
 bool wpipe_sync_inode(struct dcfs_inode *inode);
+uint64_t wpipe_landings(void);
+bool wpipe_settle(struct dcfs_inode *inode, uint64_t since);
 void wpipe_sync_others(struct dcfs_file *f);
 void wpipe_sync_all(void);
 int wpipe_check(struct dcfs_file *f);

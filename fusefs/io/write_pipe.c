@@ -169,6 +169,8 @@ static char *buf_mem(const struct wpipe *wp)
 	return wp->bufjob ? wp->bufjob->mem : NULL;
 }
 static _Atomic uint64_t inflight_total; /* bytes in jobs, all handles */
+/* Backing writes of the pipe done, all handles: see wpipe_settle(). */
+static _Atomic uint64_t landings;
 
 static off_t page_down(off_t x)
 {
@@ -438,6 +440,8 @@ static size_t backing_write(struct dcfs_file *f, struct iovec *iov, int cnt,
 	n = backing_write_locked(f, iov, cnt, off, err);
 	if (f->wp)
 		pthread_mutex_unlock(&f->wp->io_lock);
+	/* Before the data stops counting as buffered or in flight. */
+	atomic_fetch_add(&landings, 1);
 	/*
 	 * Acknowledged writes bumped the generation already; landing bumps it
 	 * again, so a read-ahead window read before this is never served
@@ -1137,6 +1141,30 @@ static bool sync_except(struct dcfs_inode *inode, struct dcfs_file *skip)
 bool wpipe_sync_inode(struct dcfs_inode *inode)
 {
 	return sync_except(inode, NULL);
+}
+
+/* A mark for wpipe_settle(), taken before attributes are read. */
+uint64_t wpipe_landings(void)
+{
+	return atomic_load(&landings);
+}
+
+/*
+ * Attributes read after since = wpipe_landings() are about to go into a
+ * reply: lands the inode's acknowledged writes, and says whether the
+ * attributes must be read again.  They must if anything was landed here,
+ * and also if any landing finished since the mark: another request may
+ * have been landing the inode's data while they were read (the stat saw
+ * the file half written), and then left nothing for this sync to find.
+ * The kernel applies an entry's size whenever the request was sent after
+ * the write's reply, and the old size then stands for the attribute
+ * timeout (issue 38 #1).  Landings of other inodes only cost a stat.
+ */
+bool wpipe_settle(struct dcfs_inode *inode, uint64_t since)
+{
+	bool any = wpipe_sync_inode(inode);
+
+	return any || atomic_load(&landings) != since;
 }
 
 void wpipe_sync_others(struct dcfs_file *f)
