@@ -436,6 +436,14 @@ int write_file(const char *path, const void *buf, size_t len, mode_t mode)
 	return close(fd);
 }
 
+mode_t mode_only(const char *path)
+{
+	struct statx sx;
+	ck_assert_msg(statx(AT_FDCWD, path, 0, STATX_MODE, &sx) == 0, "statx %s: %s", path,
+		      strerror(errno));
+	return sx.stx_mode & 07777;
+}
+
 void *slurp(const char *path, size_t *len)
 {
 	int fd = open(path, O_RDONLY);

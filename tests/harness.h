@@ -205,6 +205,10 @@ void fill_pattern(void *buf, size_t len, unsigned seed);
 int write_file(const char *path, const void *buf, size_t len, mode_t mode);
 /* read whole file, malloc'd, *len set; NULL on error */
 void *slurp(const char *path, size_t *len);
+/* Permission bits for the mode alone (statx(STATX_MODE), as `stat -c %A`
+ * asks: the kernel refreshes only what it holds stale); fails the test on
+ * an error. */
+mode_t mode_only(const char *path);
 
 /* Run fn(arg) in a child with credentials uid/gid (no supplementary
  * groups); fn returns a long, errno is transported back. */

@@ -3,8 +3,8 @@
  * backing page cache residency after streamed writes and reads (cachestat
  * on the backing file), pages resident before dcfs touched them are kept,
  * data integrity of every I/O path across unmount/drop_caches/remount,
- * O_DIRECT callers, mmap, and a random-operation exerciser compared with an
- * in-memory model.
+ * O_DIRECT callers, mmap, set-id bits after an unprivileged user's write,
+ * and a random-operation exerciser compared with an in-memory model.
  *
  * Each TCase runs its own daemon with STREAM_CONF; the btrfs TCase makes a
  * loop-mounted btrfs image in the harness temp dir (mount -o loop, so the
@@ -2200,6 +2200,84 @@ START_TEST(stream_kill9)
 }
 END_TEST
 
+/*
+ * Set-id bits after an unprivileged user's streamed write (on btrfs through
+ * the fallback window), O_DIRECT write, fallocate and ftruncate of a
+ * streamed file: the mode the mount shows for the mode alone, right after,
+ * is the native file's (issue 38 #3).
+ */
+struct sid_arg {
+	const char *path;
+	int op;
+};
+
+static long sid_op_as_user(void *p)
+{
+	struct sid_arg *a = p;
+	int fd = open(a->path, O_RDWR | (a->op == 1 ? O_DIRECT : 0));
+	void *al = NULL;
+	long r = -1;
+
+	if (fd < 0 || posix_memalign(&al, 4096, 4096))
+		return -1;
+	memset(al, 's', 4096);
+	r = a->op == 0 ? (pwrite(fd, "w", 1, 100) == 1 ? 0 : -1) :
+	    a->op == 1 ? (pwrite(fd, al, 4096, 0) == 4096 ? 0 : -1) :
+	    a->op == 2 ? fallocate(fd, 0, 0, 65536) : ftruncate(fd, 2048);
+	int e = errno;
+	free(al);
+	close(fd);
+	errno = e;
+	return r;
+}
+
+START_TEST(stream_setid)
+{
+	st_begin();
+	static const char *const ops[] = { "write", "O_DIRECT write", "fallocate", "ftruncate" };
+	static const struct { mode_t mode; bool users; } modes[] = {
+		{ 04755, true }, { 06744, true }, { 06777, false }, { 06646, false },
+	};
+	static char data[8192];
+	char native[PATH_MAX], out[4096] = "";
+	int bad = 0, n = 0;
+
+	snprintf(native, sizeof native, "%s/setid-native", g_sm_root);
+	rm_rf(native);
+	ck_assert_int_eq(mkdir(native, 0755), 0);
+	for (int op = 0; op < 4; op++) {
+		for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++, n++) {
+			char rel[64];
+			const char *side[2];
+			mode_t got[2];
+			snprintf(rel, sizeof rel, "sid-%d-%zu.mkv", op, m);
+			side[0] = SM("%s", rel);
+			side[1] = fmt_join(native, rel);
+			for (int k = 0; k < 2; k++) {
+				ck_assert_int_eq(write_file(side[k], data, sizeof data, 0644), 0);
+				if (modes[m].users)
+					ck_assert_int_eq(chown(side[k], TEST_UID, TEST_GID), 0);
+				ck_assert_int_eq(chmod(side[k], modes[m].mode), 0);
+				ck_assert_int_eq(mode_only(side[k]), modes[m].mode);
+				struct sid_arg a = { side[k], op };
+				struct res r = run_as(TEST_UID, TEST_GID, sid_op_as_user, &a);
+				ck_assert_msg(r.ret >= 0, "%s as %d: %s", ops[op], TEST_UID, res_str(r));
+				got[k] = mode_only(side[k]);
+			}
+			if (got[0] != got[1] || mode_only(SE("%s", rel)) != got[1]) {
+				size_t l = strlen(out);
+				snprintf(out + l, sizeof out - l, "%s%s on %04o: mount %04o, native %04o",
+					 l ? "; " : "", ops[op], modes[m].mode, got[0], got[1]);
+				bad++;
+			}
+		}
+	}
+	rm_rf(native);
+	ck_assert_msg(!bad, "%d of %d modes differ right after an unprivileged write: %s", bad, n,
+		      out);
+}
+END_TEST
+
 START_TEST(stream_zz_unmount)
 {
 	ck_assert_msg(!g_sm.err[0], "setup failed: %s", g_sm.err);
@@ -2259,6 +2337,7 @@ Suite *stream_suite(void)
 		ADD_STREAM_TEST(tc, stream_adopted);
 		ADD_STREAM_TEST(tc, stream_fuse_readahead);
 		ADD_STREAM_TEST(tc, stream_passthrough_reads);
+		ADD_STREAM_TEST(tc, stream_setid);
 		if (k != SK_BTRFS)
 			ADD_STREAM_TEST(tc, stream_kill9);
 		tcase_add_test(tc, stream_zz_unmount); /* always */

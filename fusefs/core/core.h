@@ -92,6 +92,7 @@ struct pt_handle {
 	bool dropbehind_wish;  /* io_select.c: a read-only stream dropbehind.c may trail */
 	bool kernel_uncached_wish; /* the kernel may read and write it uncached */
 	off_t size0;	       /* size at a kernel writer's open (written_kernel) */
+	bool setid0;	       /* the file had a set-id bit at open */
 };
 
 /*

@@ -69,8 +69,11 @@
  *   4. An operation after which the backing filesystem may have cleared
  *      set-id bits (writes, truncate, fallocate, copy_file_range, O_TRUNC)
  *      or changed the mode (an access ACL) drops the inode's attributes
- *      before its reply: the kernel itself only refreshes size and times,
- *      so statx() for the mode alone showed the old bits (#6).
+ *      before its reply if any bit went: the kernel itself only refreshes
+ *      size and times, so statx() for the mode alone showed the old bits
+ *      (#6; issue 38 #3: also when one of two bits stays).  A writer of a
+ *      set-id file without CAP_FSETID gets no kernel passthrough I/O, so
+ *      that its writes come here (passthrough.c).
  *   5. An outside change drops F at the next open (before open returns)
  *      or stat, and D's windows through data_gen.
  *   6. Release of a stream drops what it left in F and B; an auto handle's
@@ -98,8 +101,12 @@
  * for the inode's life: pages outlive their handles (keep_cache).
  */
 #define COH_FUSE_CACHE 1u
-/* The backing file had a set-id bit when last seen. */
-#define COH_SETID 2u
+/*
+ * Set-id bits the kernel may hold for the inode: each seen in a reply or
+ * at an open since the attributes were last dropped for them.
+ */
+#define COH_SUID 2u
+#define COH_SGID 8u
 /* 4u: COH_OUTSIDE, a change from outside not yet seen by an open (stamp.c) */
 /*
  * Above the flags: direct writes in progress that checked COH_FUSE_CACHE
@@ -162,28 +169,44 @@ void coh_write_seen(struct dcfs_file *f, const struct fuse_file_info *fi)
 		notify_writer_mixed(f->inode->nodeid);
 }
 
+static unsigned int setid_flags(mode_t mode)
+{
+	return (mode & S_ISUID ? COH_SUID : 0) | (mode & S_ISGID ? COH_SGID : 0);
+}
+
 void coh_saw_mode(struct dcfs_inode *inode, mode_t mode)
 {
-	if (mode & (S_ISUID | S_ISGID))
-		atomic_fetch_or(&inode->coh_flags, COH_SETID);
+	unsigned int bits = setid_flags(mode);
+
+	if (bits)
+		atomic_fetch_or(&inode->coh_flags, bits);
 }
 
 /*
  * The backing filesystem clears set-id bits on writes, truncation and
- * fallocate by other users.  The kernel refreshes only size and times
- * after such requests, so a statx() for the mode alone would show the old
- * bits until the attribute timeout: drop the attributes before the reply.
+ * fallocate by callers without CAP_FSETID: the set-user-id bit always, the
+ * set-group-id bit where the group may execute or the caller is not in the
+ * file's group (so a 6744 file written by its owner keeps the latter).
+ * The kernel refreshes only size and times after such requests, so a
+ * statx() for the mode alone would show the old bits until the attribute
+ * timeout: drop the attributes before the reply whenever a bit the kernel
+ * may hold went (issue 38 #3: only a file that lost both was dropped).
  */
 void coh_mode_may_change(struct dcfs_inode *inode, int fd)
 {
+	unsigned int held = atomic_load(&inode->coh_flags) & (COH_SUID | COH_SGID);
+	unsigned int gone;
 	struct stat st;
 
-	if (!(atomic_load(&inode->coh_flags) & COH_SETID))
+	if (!held)
 		return;
 	/* A streamed write clears the bits when it lands. */
 	wpipe_sync_inode(inode);
-	if (fstat(fd, &st) == 0 && !(st.st_mode & (S_ISUID | S_ISGID))) {
-		atomic_fetch_and(&inode->coh_flags, ~COH_SETID);
+	if (fstat(fd, &st) < 0)
+		return;
+	gone = held & ~setid_flags(st.st_mode);
+	if (gone) {
+		atomic_fetch_and(&inode->coh_flags, ~gone);
 		notify_inval_attr_now(inode->nodeid);
 	}
 }

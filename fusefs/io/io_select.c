@@ -270,6 +270,7 @@ int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi,
 		return -errno;
 	/* For passthrough.c: what a kernel writer adds is counted from here. */
 	f->pt.size0 = st.st_size;
+	f->pt.setid0 = st.st_mode & (S_ISUID | S_ISGID);
 	outside = coherence_changed_outside(f->inode, &st, gen);
 	outside |= coherence_take_outside(f->inode);
 	coh_saw_mode(f->inode, st.st_mode);

@@ -389,7 +389,8 @@ static uint32_t uncached_flags(const struct dcfs_file *f, bool reads,
  * deferred handles need the daemon to see the stream.
  */
 static enum wish wish_of(const struct dcfs_file *f,
-			 const struct fuse_file_info *fi, uint32_t *uncached)
+			 const struct fuse_file_info *fi, bool root_caller,
+			 uint32_t *uncached)
 {
 	int acc = f->flags & O_ACCMODE;
 	bool reads = acc != O_WRONLY, writes = acc != O_RDONLY;
@@ -397,6 +398,14 @@ static enum wish wish_of(const struct dcfs_file *f,
 	*uncached = 0;
 	if (f->stream && f->stream->switch_after)
 		return fi->direct_io ? WISH_DAEMON : WISH_CACHED;
+	/*
+	 * The backing filesystem clears set-id bits at a write by a caller
+	 * without CAP_FSETID, and the kernel does not tell: its own attributes
+	 * would keep the bits until they time out.  Such writes come to the
+	 * daemon, which drops them at once (coh_mode_may_change()).
+	 */
+	if (writes && f->pt.setid0 && !root_caller)
+		return WISH_CACHED;
 	/* A streaming reader the kernel can serve: dropbehind.c trails it. */
 	if (f->pt.dropbehind_wish && !writes)
 		return WISH_KERNEL;
@@ -415,8 +424,9 @@ static bool writable(const struct dcfs_file *f)
 void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 		      struct fuse_file_info *fi)
 {
+	bool root_caller = fuse_req_ctx(req)->uid == 0;
 	uint32_t uncached;
-	enum wish wish = wish_of(f, fi, &uncached);
+	enum wish wish = wish_of(f, fi, root_caller, &uncached);
 	struct pt_ident me;
 	struct pt_node *n;
 	int kind = PT_FWD, id;
@@ -442,7 +452,7 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 		atomic_fetch_add(&pt.opens_fwd, 1);
 		return;
 	}
-	ident_current(&me, dcfs.privileged && fuse_req_ctx(req)->uid == 0);
+	ident_current(&me, dcfs.privileged && root_caller);
 	if (n->backing_id > 0) {
 		kind = wish == WISH_KERNEL &&
 				       (!writable(f) || ident_equal(&me, &n->ident)) ?
