@@ -18,6 +18,9 @@ struct probe {
 	char fstype[16];
 	_Atomic int rd; /* enum probe_state */
 	_Atomic int wr;
+	_Atomic int64_t max_size; /* largest file allowed; 0: not known */
+	_Atomic bool quota_on;	  /* quotas enforced (admit.c) ... */
+	_Atomic int64_t quota_seen; /* ... as seen then (monotonic s), 0: never */
 };
 
 /*
@@ -151,6 +154,9 @@ int caller_comm(fuse_req_t req, char comm[16]);
 int policy_for_inode(fuse_req_t req, struct dcfs_inode *inode, int64_t size,
 		     bool writable, struct dcfs_decision *d,
 		     struct dcfs_config **cfgp);
+
+/* admit.c */
+bool admit_held(struct dcfs_file *f, off_t end);
 
 /* probe.c */
 struct probe *probe_get(int fd);

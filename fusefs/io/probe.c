@@ -143,6 +143,35 @@ size_t probe_snapshot(struct probe *out, size_t max)
 }
 
 /*
+ * The largest size the filesystem lets a new file have (ext4: 16 TiB less
+ * a block with 4 KiB blocks; xfs, btrfs: the largest offset there is):
+ * where ftruncate() of the O_TMPFILE fd stops saying EFBIG.  Sparse, so
+ * nothing is allocated.  A write past it must not be acknowledged before
+ * it lands (admit.c).
+ */
+static void probe_max_size(struct probe *p, int fd)
+{
+	off_t lo = 0, hi = INT64_MAX;
+
+	if (ftruncate(fd, hi) == 0)
+		lo = hi;
+	while (hi - lo > 1) {
+		off_t mid = lo + (hi - lo) / 2;
+
+		if (ftruncate(fd, mid) == 0)
+			lo = mid;
+		else if (errno == EFBIG || errno == EINVAL)
+			hi = mid;
+		else
+			return; /* it cannot say */
+	}
+	if (lo > 0)
+		atomic_store(&p->max_size, (int64_t)lo);
+	if (ftruncate(fd, 0) < 0)
+		return;
+}
+
+/*
  * Probes the filesystem of directory dirfd at once, instead of at its first
  * streamed I/O, so the startup log and `dcfs stat` can say what it does:
  * one page written and read back with RWF_DONTCACHE in an O_TMPFILE, which
@@ -164,6 +193,7 @@ struct probe *probe_dir(int dirfd)
 	p = probe_get(fd);
 	if (p == &overflow)
 		goto out;
+	probe_max_size(p, fd);
 	n = pwritev2(fd, &iov, 1, 0, DCFS_RWF_DONTCACHE);
 	expected = PROBE_UNKNOWN;
 	if (n == (ssize_t)sizeof(page) || (n < 0 && errno == EOPNOTSUPP))

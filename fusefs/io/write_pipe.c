@@ -1075,6 +1075,15 @@ ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
 	err = end_run(wp, off, id);
 	if (err)
 		return err;
+	/* Its failure must be its own answer: written now, after the run. */
+	if (!admit_held(f, end)) {
+		err = wp->blen ? flush_buf(wp) : 0;
+		if (err) {
+			wp->err_seen = atomic_load(&wp->wi->err_seq);
+			return err;
+		}
+		return write_through(f, data, len, off);
+	}
 	if (!wp->blen) {
 		wp->boff = off;
 		wp->id = id;
