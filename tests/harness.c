@@ -1010,6 +1010,21 @@ void fixture_setup(const struct config *cfg)
 	mkdir(g_ref, 0755);
 	chmod(g_exp, 0755);
 	chmod(g_ref, 0755);
+	char backing[PATH_MAX];
+	snprintf(backing, sizeof backing, "%s", g_exp);
+	if (cfg->inplace) {
+		/* dcfs over the export dir itself; the tests' backing view is a
+		 * bind mount of it made before, which dcfs does not cover */
+		snprintf(g_mnt, sizeof g_mnt, "%s", backing);
+		snprintf(g_exp, sizeof g_exp, "%s/alias-%s", g_tmpdir, cfg->name);
+		mkdir(g_exp, 0755);
+		if (!is_mounted(g_exp, NULL, 0) && mount(backing, g_exp, NULL, MS_BIND, NULL) < 0) {
+			snprintf(g_setup_err, sizeof g_setup_err, "bind mount %s: %s", g_exp,
+				 strerror(errno));
+			return;
+		}
+		track_mount(g_exp);
+	}
 	if (mkdir(g_mnt, 0755) < 0 && errno != EEXIST) {
 		snprintf(g_setup_err, sizeof g_setup_err, "mkdir %s: %s", g_mnt, strerror(errno));
 		return;
@@ -1041,7 +1056,11 @@ void fixture_setup(const struct config *cfg)
 			size_t l = strlen(opts);
 			snprintf(opts + l, sizeof opts - l, ",%s", cfg->opts);
 		}
-		char *argv[] = { "dcfs", "-f", "-o", opts, g_exp, g_mnt, NULL };
+		if (cfg->inplace) {
+			size_t l = strlen(opts);
+			snprintf(opts + l, sizeof opts - l, ",nonempty");
+		}
+		char *argv[] = { "dcfs", "-f", "-o", opts, backing, g_mnt, NULL };
 		snprintf(g_daemon.mnt, sizeof g_daemon.mnt, "%s", g_mnt);
 		if (daemon_spawn(&g_daemon, cfg->name, argv) < 0) {
 			snprintf(g_setup_err, sizeof g_setup_err, "spawn %s failed", g_dcfs_bin);
@@ -1086,6 +1105,8 @@ void fixture_teardown(void)
 	if (!g_cfg)
 		return;
 	lazy_unmount(g_mnt);
+	if (g_cfg->inplace && is_mounted(g_exp, NULL, 0))
+		umount2(g_exp, MNT_DETACH);
 	if (g_cfg->mm == MM_DAEMON && g_daemon.sup > 0) {
 		if (daemon_wait_exit(&g_daemon, 10) == -1)
 			daemon_kill(&g_daemon);

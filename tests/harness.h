@@ -48,6 +48,9 @@ struct config {
 	enum mount_method mm;
 	const char *conf;        /* dcfs config file content, or NULL */
 	const char *opts;        /* more -o options for dcfs, or NULL */
+	int inplace;             /* mounted over its own backing dir (-o nonempty);
+				  * the tests reach the backing dir through a bind
+				  * mount of it made before */
 };
 
 /* Configuration whose TCase is being populated by add_*_tests(): lets
@@ -55,10 +58,11 @@ struct config {
 extern const struct config *g_adding_cfg;
 /* heavy metadata tests: plain dcfs on each fs + the bind self-test */
 #define CFG_META_HEAVY() (!g_adding_cfg || (g_adding_cfg->mm != MM_HELPER && !g_adding_cfg->conf && \
-						!g_adding_cfg->opts))
+						!g_adding_cfg->opts && !g_adding_cfg->inplace))
 /* heavy data tests: every I/O policy, but only one cached config per fs kind */
-#define CFG_DATA_HEAVY() (!g_adding_cfg || g_adding_cfg->mm == MM_BIND || g_adding_cfg->opts || \
-			  g_adding_cfg->conf || !strcmp(g_adding_cfg->name, "ext4-dcfs"))
+#define CFG_DATA_HEAVY() (!g_adding_cfg || (!g_adding_cfg->inplace &&                            \
+			  (g_adding_cfg->mm == MM_BIND || g_adding_cfg->opts || g_adding_cfg->conf || \
+			   !strcmp(g_adding_cfg->name, "ext4-dcfs"))))
 
 /* Current configuration (set by the TCase fixture). */
 extern const struct config *g_cfg;

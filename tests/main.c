@@ -31,21 +31,23 @@ Suite *config_suite(void); /* test_config.c */
 Suite *mountopts_suite(void); /* test_mountopts.c */
 
 static const struct config configs[] = {
-	{ "ext4-dcfs", FS_EXT4, MM_DAEMON, NULL, NULL },
-	{ "xfs-dcfs", FS_XFS, MM_DAEMON, NULL, NULL },
-	{ "ext4-helper", FS_EXT4, MM_HELPER, NULL, NULL },
+	{ "ext4-dcfs", FS_EXT4, MM_DAEMON, NULL, NULL, 0 },
+	{ "xfs-dcfs", FS_XFS, MM_DAEMON, NULL, NULL, 0 },
+	{ "ext4-helper", FS_EXT4, MM_HELPER, NULL, NULL, 0 },
 	/* every file uncached: all I/O through the streaming engine */
 	{ "ext4-dontcache", FS_EXT4, MM_DAEMON,
-	  "[global]\ndefault = dontcache\nmin_size = 0\nwindow = 64K\nreadahead = 64K\n", NULL },
+	  "[global]\ndefault = dontcache\nmin_size = 0\nwindow = 64K\nreadahead = 64K\n", NULL, 0 },
 	/* auto policy switching to dontcache after 1M of sequential I/O */
 	{ "xfs-auto", FS_XFS, MM_DAEMON,
 	  "[global]\ndefault = auto\nmin_size = 0\nauto_threshold = 1M\nwindow = 128K\n"
-	  "readahead = 256K\n\n[class video]\nextensions = mkv\npolicy = dontcache-read\n", NULL },
+	  "readahead = 256K\n\n[class video]\nextensions = mkv\npolicy = dontcache-read\n", NULL, 0 },
 	/* cached files forwarded by the daemon instead of kernel passthrough;
 	 * and the kernel's permission checks honour POSIX ACLs */
-	{ "ext4-fwd", FS_EXT4, MM_DAEMON, NULL, "nopassthrough,acl" },
-	{ "ext4-bind", FS_EXT4, MM_BIND, NULL, NULL },
-	{ "xfs-bind", FS_XFS, MM_BIND, NULL, NULL },
+	{ "ext4-fwd", FS_EXT4, MM_DAEMON, NULL, "nopassthrough,acl", 0 },
+	/* mounted over its own backing directory (issue 38 #4) */
+	{ "ext4-inplace", FS_EXT4, MM_DAEMON, NULL, NULL, 1 },
+	{ "ext4-bind", FS_EXT4, MM_BIND, NULL, NULL, 0 },
+	{ "xfs-bind", FS_XFS, MM_BIND, NULL, NULL, 0 },
 };
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
 
@@ -59,8 +61,10 @@ FX(4)
 FX(5)
 FX(6)
 FX(7)
-static void (*const fx_setup[])(void) = { fx_setup_0, fx_setup_1, fx_setup_2, fx_setup_3,
-					  fx_setup_4, fx_setup_5, fx_setup_6, fx_setup_7 };
+FX(8)
+static void (*const fx_setup[])(void) = { fx_setup_0, fx_setup_1, fx_setup_2,
+					  fx_setup_3, fx_setup_4, fx_setup_5,
+					  fx_setup_6, fx_setup_7, fx_setup_8 };
 
 START_TEST(zz_unmount_and_check_daemon)
 {

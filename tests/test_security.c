@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -784,6 +785,255 @@ START_TEST(sec_mount_inside_backing_refused)
 }
 END_TEST
 
+/* Runs fn(arg) in a child; its return value (0..255), or -2 if it did not
+ * finish within secs (the child is then killed: a caller stuck in a FUSE
+ * request dies with SIGKILL once the connection is aborted). */
+static int bounded(long (*fn)(void *), void *arg, double secs)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit((int)fn(arg) & 0xff);
+	double end = now_s() + secs * deadline_scale();
+	int st;
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		if (now_s() > end) {
+			kill(pid, SIGKILL);
+			return -2;
+		}
+		sleep_ms(10);
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The device of the FUSE mount on mnt from /proc/self/mountinfo (a stat
+ * would wait for a daemon that may not answer), 0 if none. */
+static dev_t fuse_mount_dev(const char *mnt)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[8192];
+	dev_t dev = 0;
+	while (f && fgets(line, sizeof line, f)) {
+		unsigned maj, min;
+		char mp[PATH_MAX];
+		const char *sep = strstr(line, " - ");
+		if (sscanf(line, "%*s %*s %u:%u %*s %4095s", &maj, &min, mp) == 3 &&
+		    strcmp(mp, mnt) == 0 && sep && strncmp(sep + 3, "fuse", 4) == 0)
+			dev = makedev(maj, min);
+	}
+	if (f)
+		fclose(f);
+	return dev;
+}
+
+/* Ends the FUSE connection of the mount with device dev (found before the
+ * mount was detached): callers and its daemon blocked on it return. */
+static void abort_fuse(dev_t dev)
+{
+	char out[512];
+	if (dev)
+		run_cmd(out, sizeof out, "echo 1 > /sys/fs/fuse/connections/%u/abort", minor(dev));
+}
+
+/* What a user does first on a mount in place: list it, read a file below
+ * a submount, create, rename and remove a file. 0 or the failed step. */
+static long use_in_place(void *p)
+{
+	const char *m = p;
+	char a[PATH_MAX], b[PATH_MAX];
+	struct stat st;
+	DIR *d = opendir(m);
+	if (!d)
+		return 1;
+	while (readdir(d))
+		;
+	closedir(d);
+	snprintf(a, sizeof a, "%s/sub/inner", m);
+	size_t len;
+	char *data = slurp(a, &len);
+	int ok = data && len == 6 && memcmp(data, "inner\n", 6) == 0;
+	free(data);
+	if (!ok)
+		return 2;
+	snprintf(a, sizeof a, "%s/new", m);
+	snprintf(b, sizeof b, "%s/renamed", m);
+	if (write_file(a, "through the mount\n", 18, 0644) < 0)
+		return 3;
+	if (rename(a, b) < 0 || stat(b, &st) < 0 || st.st_size != 18)
+		return 4;
+	snprintf(a, sizeof a, "%s/gone", m);
+	if (write_file(a, "x", 1, 0644) < 0 || unlink(a) < 0)
+		return 5;
+	return 0;
+}
+
+/*
+ * A mount over its own backing directory (issue 38 #4): `dcfs -o nonempty
+ * DIR DIR`, what an operator does so that applications keep their paths.
+ * Everything the daemon opens after the mount must go through what it
+ * holds from before (the backing directory's fd), never through a path,
+ * which would now be a request to itself before INIT is answered: the
+ * start-up probes of the backing directory and of a filesystem mounted
+ * below it; a reload of a config kept in that directory is read through
+ * the mount, served by the daemon itself.
+ */
+START_TEST(sec_mount_in_place)
+{
+	char err[512], out[4096];
+	const char *root = backing_root(FS_EXT4, err, sizeof err);
+	ck_assert_msg(root != NULL, "backing fs: %s", err);
+	char dir[PATH_MAX], sub[PATH_MAX], conf[PATH_MAX], inner[PATH_MAX + 8];
+	snprintf(dir, sizeof dir, "%s/export-sec-inplace", root);
+	rm_rf(dir);
+	OK(mkdir(dir, 0755));
+	snprintf(sub, sizeof sub, "%s/sub", dir);
+	OK(mkdir(sub, 0755));
+	/* a filesystem of its own below the backing dir (probed at start) */
+	OK(mount("sec-inplace", sub, "tmpfs", 0, "size=1m"));
+	track_mount(sub);
+	snprintf(inner, sizeof inner, "%s/inner", sub);
+	OK(write_file(inner, "inner\n", 6, 0644));
+	snprintf(conf, sizeof conf, "%s/in.conf", dir);
+	OK(write_file(conf, "[global]\ndefault = cache\n", 25, 0644));
+	struct daemon d;
+	memset(&d, 0, sizeof d);
+	snprintf(d.mnt, sizeof d.mnt, "%s", dir);
+	track_mount(dir);
+	char opts[PATH_MAX + 64];
+	snprintf(opts, sizeof opts, "allow_other,nonempty,stop_timeout=5,config=%s", conf);
+	char *argv[] = { "dcfs", "-f", "-o", opts, dir, dir, NULL };
+	ck_assert_int_eq(daemon_spawn(&d, "sec-inplace", argv), 0);
+	ck_assert_msg(daemon_wait_mounted(&d, err, sizeof err) == 0, "mount: %s", err);
+	dev_t dev = fuse_mount_dev(dir);
+	int r = bounded(use_in_place, dir, 10);
+	if (r != 0) {
+		char *log = read_file_str(d.log);
+		abort_fuse(dev);
+		umount2(dir, MNT_DETACH);
+		daemon_kill(&d);
+		umount2(sub, MNT_DETACH);
+		ck_abort_msg("using a mount over its own backing dir: %s; log: %.1500s",
+			     r == -2 ? "hung (10 s)" : "failed", log);
+	}
+	/* the config is read through the mount, by the daemon's own reader */
+	OK(write_file(conf, "[global]\ndefault = cache\nmin_size = 1M\n", 39, 0644));
+	char *log0 = read_file_str(d.log);
+	size_t n0 = strlen(log0);
+	free(log0);
+	OK(kill(d.pid, SIGHUP));
+	double end = now_s() + 10 * deadline_scale();
+	int reloaded = 0;
+	while (!reloaded && now_s() < end) {
+		char *log = read_file_str(d.log);
+		reloaded = strlen(log) > n0 && strstr(log + n0, "reloaded ");
+		free(log);
+		sleep_ms(20);
+	}
+	ck_assert_msg(reloaded, "no reload of %s through the mount within 10 s", conf);
+	int rc = run_cmd(out, sizeof out, "fusermount3 -u -z '%s'", dir);
+	ck_assert_msg(rc == 0, "fusermount3 -u -z: %s", out);
+	int st = daemon_wait_unmounted(&d, 0, dev, 10);
+	char *log = read_file_str(d.log);
+	ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "daemon status %#x after unmount; log: %.1500s", st, log);
+	const char *p = log_problem(log);
+	ck_assert_msg(!p, "daemon log contains '%s': %.1500s", p, log);
+	ck_assert_msg(strstr(log, "backing tmpfs"), "submount not probed: %.1500s", log);
+	free(log);
+	/* what was written through the mount is in the directory itself */
+	struct stat sb;
+	char renamed[PATH_MAX + 16];
+	snprintf(renamed, sizeof renamed, "%s/renamed", dir);
+	ck_assert_msg(stat(renamed, &sb) == 0 && sb.st_size == 18, "renamed file: %s",
+		      strerror(errno));
+	OK(umount2(sub, 0));
+}
+END_TEST
+
+/*
+ * A start-up that blocks in the kernel -- here INIT's probes of a backing
+ * directory that lives on a second FUSE mount whose daemon is stopped --
+ * still ends at SIGTERM within stop_timeout: the daemon detaches its
+ * mount and exits (status 1), it never waits for the blocked thread.
+ */
+START_TEST(sec_sigterm_blocked_startup)
+{
+	char err[512];
+	const char *root = backing_root(FS_EXT4, err, sizeof err);
+	ck_assert_msg(root != NULL, "backing fs: %s", err);
+	struct own_mount host;
+	/* over /dev/fuse: a request a stopped daemon never read can be killed
+	 * (one it took over io_uring cannot, until it answers) */
+	ck_assert_msg(own_mount_start_opts(&host, root, "sec-hanghost", "[global]\n",
+					   "attr_timeout=3600,entry_timeout=3600,nouring") == 0,
+		      "host: %s", host.err);
+	char bdir[PATH_MAX + 8];
+	snprintf(bdir, sizeof bdir, "%s/b", host.mnt);
+	OK(mkdir(bdir, 0755));
+	/* everything the new daemon resolves before mounting is now cached */
+	struct stat st;
+	OK(stat(host.mnt, &st));
+	OK(stat(bdir, &st));
+	DIR *dd = opendir(bdir);
+	ck_assert_ptr_nonnull(dd);
+	closedir(dd);
+	OK(kill(host.d.pid, SIGSTOP));
+	struct daemon d;
+	memset(&d, 0, sizeof d);
+	snprintf(d.mnt, sizeof d.mnt, "%s/mnt-sec-blocked", g_tmpdir);
+	mkdir(d.mnt, 0755);
+	track_mount(d.mnt);
+	char *argv[] = { "dcfs", "-f", "-o", "allow_other,stop_timeout=3", bdir, d.mnt, NULL };
+	ck_assert_int_eq(daemon_spawn(&d, "sec-blocked", argv), 0);
+	int mounted = daemon_wait_mounted(&d, err, sizeof err) == 0;
+	dev_t dev = fuse_mount_dev(d.mnt);
+	/* the start-up is blocked: a thread of the daemon waits in the kernel
+	 * on the stopped host, and the mount answers nothing */
+	int blocked = 0;
+	double end = now_s() + 5 * deadline_scale();
+	while (mounted && !blocked && now_s() < end) {
+		char out[4096];
+		run_cmd(out, sizeof out,
+			"grep -l 'request_wait_answer\\|fuse_get_req' /proc/%d/task/*/wchan 2>/dev/null",
+			d.pid);
+		blocked = out[0] != 0;
+		if (!blocked)
+			sleep_ms(20);
+	}
+	int probe = mounted && blocked ? bounded(stat_path, d.mnt, 0.5) : 0;
+	double t0 = now_s();
+	if (mounted)
+		kill(d.pid, SIGTERM);
+	int status = mounted ? daemon_wait_exit(&d, 15) : -1;
+	double secs = now_s() - t0;
+	int still = is_mounted(d.mnt, NULL, 0);
+	char *log = read_file_str(d.log);
+	/* recover whatever is left before judging */
+	kill(host.d.pid, SIGCONT);
+	if (status == -1) {
+		abort_fuse(dev);
+		daemon_kill(&d);
+	}
+	if (is_mounted(d.mnt, NULL, 0))
+		umount2(d.mnt, MNT_DETACH);
+	char e2[2048];
+	int hstop = own_mount_stop(&host, e2, sizeof e2);
+	ck_assert_msg(mounted, "no mount: %s", err);
+	ck_assert_msg(blocked && probe == -2, "start-up not blocked (thread waiting: %d, stat: %d)",
+		      blocked, probe);
+	ck_assert_msg(status != -1, "dcfs still running 15 s after SIGTERM; log: %.1500s", log);
+	ck_assert_msg(secs < 3 + 1.5 * deadline_scale(), "exit took %.1f s (stop_timeout=3)", secs);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1,
+		      "status %#x, want exit 1 (stop forced); log: %.1500s", status, log);
+	ck_assert_msg(!still, "%s still mounted after the daemon exited", d.mnt);
+	ck_assert_msg(strstr(log, "a request is blocked in the kernel"),
+		      "the forced stop is not logged: %.1500s", log);
+	free(log);
+	ck_assert_msg(hstop == 0, "host: %s", e2);
+}
+END_TEST
+
 static long walk_deep(void *p)
 {
 	const char *m = p;
@@ -1109,6 +1359,8 @@ Suite *security_suite(void)
 	tcase_add_loop_test(tc, sec_umask_acl_dev_fuse, 0, 2);
 	tcase_add_loop_test(tc, sec_unpriv_probes_like_native, 0, 2);
 	tcase_add_test(tc, sec_mount_inside_backing_refused);
+	tcase_add_test(tc, sec_mount_in_place);
+	tcase_add_test(tc, sec_sigterm_blocked_startup);
 	tcase_add_loop_test(tc, sec_lookup_into_own_mount, 0, 2);
 	tcase_add_test(tc, sec_check_config_bounded);
 	tcase_add_test(tc, sec_reload_bad_inputs_keep_rules);

@@ -260,6 +260,7 @@ int guard_mountpoint(const char *backing, const char *mountpoint);
 void guard_learn_self(const char *mountpoint);
 dev_t guard_self_dev(void); /* the mount's device, 0 if unknown */
 bool guard_is_self(int fd);
+void guard_end_self(const char *mountpoint);
 
 /* creds.c */
 int creds_enter(fuse_req_t req);

@@ -19,8 +19,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/core.h"
 
@@ -170,4 +173,39 @@ bool guard_is_self(int fd)
 	if (!atomic_exchange(&logged, true))
 		log_warn("refusing a lookup into this mount itself (the mount point is reachable from the backing tree)\n");
 	return true;
+}
+
+/*
+ * A stop that cannot finish (shutdown.c): ends this mount's connection,
+ * which fails every request waiting on it (the kernel's umount_begin of a
+ * forced unmount does that for FUSE), and takes the mount off the mount
+ * point, lazily, so that what it covered (a mount in place: the backing
+ * directory itself) is reachable again.  Only if the newest mount there is
+ * still this daemon's.  Without root, fusermount3 detaches it and the
+ * connection ends when the daemon exits.
+ */
+void guard_end_self(const char *mountpoint)
+{
+	char type[64];
+	dev_t dev;
+	pid_t pid;
+
+	if (!self_dev || mount_on(mountpoint, &dev, type, sizeof(type)) < 0 ||
+	    dev != self_dev)
+		return;
+	if (geteuid() == 0) {
+		if (umount2(mountpoint, MNT_FORCE) < 0 &&
+		    umount2(mountpoint, MNT_DETACH) < 0)
+			log_warn("cannot unmount %s: %s\n", mountpoint,
+				 strerror(errno));
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		execlp("fusermount3", "fusermount3", "-u", "-z", "-q", "--",
+		       mountpoint, (char *)NULL);
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
 }

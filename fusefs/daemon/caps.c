@@ -8,6 +8,12 @@
  * The backing filesystems are the one holding the backing directory and
  * every filesystem mounted below it (found in /proc/self/mountinfo); each
  * is probed at once by probe_dir().
+ *
+ * This runs in INIT, after the mount: a path under the mount point is a
+ * request to this daemon, which is not answered before INIT is, and the
+ * mount point may be the backing directory itself (a mount in place,
+ * -o nonempty).  So every directory is opened relative to the backing
+ * directory's fd, taken before the mount.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -38,13 +44,17 @@ static void unescape(char *s)
 	*d = '\0';
 }
 
-static bool below_backing(const char *path)
+/* The part of path below the backing directory ("sub/dir"), or NULL. */
+static const char *below_backing(const char *path)
 {
 	size_t n = strlen(dcfs.opt.backing);
 
 	if (n == 1) /* backing is "/" */
-		return path[1] != '\0';
-	return strncmp(path, dcfs.opt.backing, n) == 0 && path[n] == '/';
+		return path[1] != '\0' ? path + 1 : NULL;
+	if (strncmp(path, dcfs.opt.backing, n) == 0 && path[n] == '/' &&
+	    path[n + 1] != '\0')
+		return path + n + 1;
+	return NULL;
 }
 
 /*
@@ -62,7 +72,10 @@ static bool remote_or_automounted(const char *fstype)
 	return false;
 }
 
-static void log_one(const char *where, dev_t *seen, size_t *nseen)
+/* where: the directory's path, for the log; rel: relative to the backing
+ * directory ("." for itself). */
+static void log_one(const char *where, const char *rel, dev_t *seen,
+		    size_t *nseen)
 {
 	char limit[32] = "unlimited", ident[96], pts[64];
 	struct file_handle *fh;
@@ -71,7 +84,7 @@ static void log_one(const char *where, dev_t *seen, size_t *nseen)
 	struct stat st;
 	int fd;
 
-	fd = open(where, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = openat(dcfs.root.fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	p = probe_dir(fd);
@@ -115,13 +128,14 @@ void caps_log_startup(void)
 	char *line = NULL;
 	FILE *fp;
 
-	log_one(dcfs.opt.backing, seen, &nseen);
+	log_one(dcfs.opt.backing, ".", seen, &nseen);
 	fp = fopen("/proc/self/mountinfo", "re");
 	if (!fp)
 		return;
 	/* id parent major:minor root MOUNTPOINT ... - FSTYPE SOURCE ... */
 	while (getline(&line, &cap, fp) > 0) {
 		char *sep = strstr(line, " - "), *save, *f;
+		const char *rel;
 
 		if (!sep)
 			continue;
@@ -133,13 +147,14 @@ void caps_log_startup(void)
 			continue;
 		unescape(f);
 		/* Our own mount point is never below the backing dir (guard.c). */
-		if (!below_backing(f))
+		rel = below_backing(f);
+		if (!rel)
 			continue;
 		if (remote_or_automounted(sep + 3))
 			log_info("backing %.*s %s: not probed at startup (remote, FUSE or automounted)\n",
 				 (int)strcspn(sep + 3, " "), sep + 3, f);
 		else
-			log_one(f, seen, &nseen);
+			log_one(f, rel, seen, &nseen);
 	}
 	free(line);
 	fclose(fp);

@@ -11,6 +11,7 @@
 /* shutdown.c: graceful stop on SIGTERM/SIGINT */
 int shutdown_start(void);
 void shutdown_stop(void);
+bool shutdown_forced(void); /* the stop had to abort the connection */
 
 /* cli.c */
 int config_load_or_report(const char *path, struct dcfs_config **out);

@@ -288,6 +288,8 @@ static int run(struct fuse_args *args)
 		goto out_unmount;
 	ret = serve(se) ? 1 : 0;
 	shutdown_stop();
+	if (shutdown_forced())
+		ret = 1;
 	dropbehind_stop();
 	coh_stop();
 	notify_stop();

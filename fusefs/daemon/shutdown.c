@@ -17,6 +17,16 @@
  * umount(8) and fusermount3 -u do not go through here: the kernel ends the
  * connection and the daemon exits as it always did.
  *
+ * The session ends once every worker has finished its request.  One that
+ * never does -- blocked in the kernel on a filesystem that does not answer:
+ * a hung backing filesystem, or this mount itself before INIT is answered
+ * -- would keep the daemon and its mount forever, so the stop is bounded
+ * (bound_stop()): half-way through stop_timeout (at least a second after
+ * the session was told to end) this mount's FUSE connection is ended,
+ * which fails every request waiting on it, and the mount is detached; the
+ * daemon then exits with status 1, at stop_timeout (at least a second
+ * later) without waiting for a thread still blocked elsewhere.
+ *
  * Invariants: the signal handler only writes one byte to a pipe (async
  * signal safe); all decisions are taken by the stop thread, which has the
  * signals blocked, so it never interrupts itself.  The session loop runs in
@@ -39,6 +49,7 @@ static int wake[2] = { -1, -1 }; /* handler -> stop thread */
 static pthread_t stop_thread, main_thread;
 static bool started;
 static _Atomic bool quitting;
+static _Atomic bool forced; /* the connection was aborted (bound_stop) */
 static struct sigaction old_term, old_int;
 
 static void on_stop_signal(int sig)
@@ -118,8 +129,43 @@ static void drain(int sig)
 	}
 }
 
+/* Waits until the main thread is done with the session or until t. */
+static bool quit_by(double t)
+{
+	double left;
+
+	while (!atomic_load(&quitting) && (left = t - now_s()) > 0)
+		wait_signal(left < 0.1 ? (int)(left * 1000) + 1 : 100);
+	return atomic_load(&quitting);
+}
+
+static double later(double a, double b)
+{
+	return a > b ? a : b;
+}
+
+/* See the top of the file: the stop began (first signal) at start. */
+static void bound_stop(double start, int sig)
+{
+	double abort_at = later(now_s() + 1, start + dcfs.opt.stop_timeout / 2.0);
+	double exit_at = later(abort_at + 1, start + dcfs.opt.stop_timeout);
+
+	if (quit_by(abort_at))
+		return;
+	atomic_store(&forced, true);
+	log_warn("%s: the session has not ended after %.1f s (a request is blocked in the kernel): ending the connection and unmounting %s\n",
+		 sig_name(sig), now_s() - start, dcfs.opt.mountpoint);
+	guard_end_self(dcfs.opt.mountpoint);
+	if (quit_by(exit_at))
+		return;
+	log_err("%s: still blocked after %.1f s: exiting\n", sig_name(sig),
+		now_s() - start);
+	_exit(1);
+}
+
 static void *stop_main(void *arg)
 {
+	double start;
 	int sig;
 
 	(void)arg;
@@ -128,12 +174,19 @@ static void *stop_main(void *arg)
 	while (!sig && !atomic_load(&quitting));
 	if (atomic_load(&quitting))
 		return NULL;
+	start = now_s();
 	drain(sig);
 	if (atomic_load(&quitting))
 		return NULL;
 	fuse_session_exit(dcfs.se);
 	pthread_kill(main_thread, SIGTERM);
+	bound_stop(start, sig);
 	return NULL;
+}
+
+bool shutdown_forced(void)
+{
+	return atomic_load(&forced);
 }
 
 /*
