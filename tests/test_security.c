@@ -1180,16 +1180,59 @@ START_TEST(sec_reload_bad_inputs_keep_rules)
 }
 END_TEST
 
-/* SIGTERM while a reload is stuck reading a config on a FUSE mount whose
- * daemon is stopped: dcfs still unmounts and exits within seconds. */
+/* The `dcfs --read-config` process the daemon started for a reload, while
+ * it waits in the kernel for a FUSE reply (wchan); 0 if there is none. */
+static pid_t blocked_reader(pid_t daemon)
+{
+	char out[256];
+	run_cmd(out, sizeof out,
+		"for p in $(pgrep -P %d -f -- --read-config); do "
+		"grep -q 'request_wait_answer\\|fuse_get_req' /proc/$p/wchan && echo $p; done",
+		(int)daemon);
+	return (pid_t)atoi(out);
+}
+
+/* Waits up to secs for text to appear in the log after offset from;
+ * returns 1 if it did. */
+static int log_shows(const char *logpath, size_t from, const char *text, double secs)
+{
+	double end = now_s() + secs * deadline_scale();
+	for (;;) {
+		char *log = read_file_str(logpath);
+		int found = strlen(log) > from && strstr(log + from, text) != NULL;
+		free(log);
+		if (found || now_s() > end)
+			return found;
+		sleep_ms(50);
+	}
+}
+
+static size_t log_len(const char *logpath)
+{
+	char *log = read_file_str(logpath);
+	size_t n = strlen(log);
+	free(log);
+	return n;
+}
+
+/*
+ * A reload stuck reading a config on a FUSE mount whose daemon is stopped
+ * (its reader process provably waiting in the kernel): abandoned after
+ * 10 s with the old rules kept, a second SIGHUP refused while the reader
+ * is stuck, its late result discarded once the host runs again, reloads
+ * working after that; and SIGTERM during a stuck reload unmounts and
+ * exits 0 within seconds.
+ */
 START_TEST(sec_sigterm_with_stuck_reload)
 {
 	char err[512];
 	const char *root = backing_root(FS_EXT4, err, sizeof err);
 	ck_assert_msg(root != NULL, "backing fs: %s", err);
-	/* the config lives on a second dcfs mount */
+	/* the config lives on a second dcfs mount that caches no name */
 	struct own_mount cm;
-	ck_assert_int_eq(own_mount_start(&cm, root, "sec-confhost", "[global]\n"), 0);
+	ck_assert_msg(own_mount_start_opts(&cm, root, "sec-confhost", "[global]\n",
+					   "entry_timeout=0,attr_timeout=0") == 0,
+		      "host: %s", cm.err);
 	char cpath[PATH_MAX];
 	snprintf(cpath, sizeof cpath, "%s/live.conf", cm.mnt);
 	ck_assert_int_eq(write_file(cpath, "[global]\ndefault = cache\n", 25, 0644), 0);
@@ -1206,24 +1249,70 @@ START_TEST(sec_sigterm_with_stuck_reload)
 	snprintf(g_m.d.mnt, sizeof g_m.d.mnt, "%s", g_m.mnt);
 	ck_assert_int_eq(daemon_spawn(&g_m.d, tag, argv), 0);
 	ck_assert_msg(daemon_wait_mounted(&g_m.d, err, sizeof err) == 0, "mount: %s", err);
-	/* freeze the config's filesystem, then reload */
+	const char *log = g_m.d.log;
+
+	/* 1: a stuck reload is abandoned, and only that one */
 	OK(kill(cm.d.pid, SIGSTOP));
-	/* drop the kernel's cached dentry so the reload must ask the daemon */
-	run_cmd(NULL, 0, "echo 2 > /proc/sys/vm/drop_caches");
+	size_t at = log_len(log);
 	OK(kill(g_m.d.pid, SIGHUP));
-	sleep_ms(500);
-	double t0 = now_s();
-	OK(kill(g_m.d.pid, SIGTERM));
-	int st = daemon_wait_exit(&g_m.d, 10);
-	double secs = now_s() - t0;
+	pid_t reader = 0;
+	double end = now_s() + 5 * deadline_scale();
+	while (!(reader = blocked_reader(g_m.d.pid)) && now_s() < end)
+		sleep_ms(50);
+	int abandoned = reader && log_shows(log, at, "not read within 10 s", 15);
+	size_t at2 = log_len(log);
+	if (abandoned)
+		kill(g_m.d.pid, SIGHUP);
+	int refused = abandoned && log_shows(log, at2, "has not finished yet", 5);
+	kill(cm.d.pid, SIGCONT);
+	int discarded = abandoned && log_shows(log, at2, "finished late: result discarded", 10);
+	at2 = log_len(log);
+	if (discarded)
+		kill(g_m.d.pid, SIGHUP);
+	int reloaded = discarded && log_shows(log, at2, "reloaded ", 10);
+
+	/* 2: SIGTERM while a reload is stuck */
+	pid_t reader2 = 0;
+	if (reloaded) {
+		OK(kill(cm.d.pid, SIGSTOP));
+		OK(kill(g_m.d.pid, SIGHUP));
+		end = now_s() + 5 * deadline_scale();
+		while (!(reader2 = blocked_reader(g_m.d.pid)) && now_s() < end)
+			sleep_ms(50);
+	}
+	double t0 = now_s(), secs = 0;
+	int st = -1, still = 1;
+	if (reader2) {
+		OK(kill(g_m.d.pid, SIGTERM));
+		st = daemon_wait_exit(&g_m.d, 10);
+		secs = now_s() - t0;
+		still = is_mounted(g_m.mnt, NULL, 0);
+	}
+	char *text = read_file_str(log);
+	/* recover before judging */
 	kill(cm.d.pid, SIGCONT);
 	if (st == -1)
 		daemon_kill(&g_m.d);
-	run_cmd(NULL, 0, "umount -l '%s' 2>/dev/null", g_m.mnt);
-	own_mount_kill(&cm);
+	if (is_mounted(g_m.mnt, NULL, 0))
+		umount2(g_m.mnt, MNT_DETACH);
+	char e2[2048];
+	int cstop = own_mount_stop(&cm, e2, sizeof e2);
+	ck_assert_msg(reader, "no reader process blocked on the stopped host after SIGHUP");
+	ck_assert_msg(abandoned, "the stuck reload was not abandoned within 15 s: %.2000s", text);
+	ck_assert_msg(refused, "a SIGHUP during the stuck reload was not refused: %.2000s", text);
+	ck_assert_msg(discarded, "the late result was not discarded: %.2000s", text);
+	ck_assert_msg(reloaded, "no reload after the host ran again: %.2000s", text);
+	ck_assert_msg(reader2, "second reload not blocked");
 	ck_assert_msg(st != -1, "dcfs did not exit within 10 s of SIGTERM with a stuck reload");
-	ck_assert_msg(!is_mounted(g_m.mnt, NULL, 0) || st != -1, "still mounted");
 	ck_assert_msg(secs < 8, "exit took %.1fs", secs);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %#x: %.2000s", st, text);
+	ck_assert_msg(!still, "%s still mounted after the daemon exited", g_m.mnt);
+	ck_assert_msg(strstr(text, "exiting with a reload still blocked in the kernel"),
+		      "the stuck reload at exit is not logged: %.2000s", text);
+	const char *p = log_problem(text);
+	ck_assert_msg(!p, "daemon log contains '%s'", p);
+	free(text);
+	ck_assert_msg(cstop == 0, "config host: %s", e2);
 }
 END_TEST
 
