@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/file.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -151,6 +152,38 @@ static void posix_scenario(const char *path, char *out, size_t outlen)
 	close(fd);
 }
 
+/*
+ * Is the child pid blocked in system call nr?  It tells the parent (a
+ * byte on ready) right before making the call; then /proc/PID/syscall
+ * must show it in that call, and it must still be there 300 ms later (a
+ * child that has not reached the call yet, or went through it, is not
+ * blocked).
+ */
+static int blocked_in(pid_t pid, int ready, long nr)
+{
+	char c, path[64], buf[256];
+	if (read(ready, &c, 1) != 1)
+		return 0;
+	snprintf(path, sizeof path, "/proc/%d/syscall", (int)pid);
+	double end = now_s() + 5 * deadline_scale();
+	int seen = 0;
+	while (!seen && now_s() < end) {
+		int fd = open(path, O_RDONLY);
+		ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+		if (fd >= 0)
+			close(fd);
+		if (n <= 0)
+			return 0;
+		buf[n] = 0;
+		seen = strtol(buf, NULL, 10) == nr && buf[0] != 'r';
+		if (!seen)
+			sleep_ms(5);
+	}
+	sleep_ms(300);
+	int st;
+	return seen && waitpid(pid, &st, WNOHANG) == 0;
+}
+
 /* F_SETLKW blocks until the holder releases */
 static void posix_blocking(const char *path, char *out, size_t outlen)
 {
@@ -158,23 +191,28 @@ static void posix_blocking(const char *path, char *out, size_t outlen)
 	int fd = open(path, O_RDWR | O_CREAT, 0644);
 	ck_assert_int_ge(fd, 0);
 	parent_lk(fd, F_WRLCK, 0, 10);
-	int pfd[2];
+	int pfd[2], rfd[2];
 	ck_assert_int_eq(pipe(pfd), 0);
+	ck_assert_int_eq(pipe(rfd), 0);
 	pid_t pid = fork();
 	if (pid == 0) {
 		close(pfd[0]);
+		close(rfd[0]);
 		int cfd = open(path, O_RDWR);
 		struct act_res c = { -1, 0, { 0 } };
 		struct act a = { A_SETLKW, F_WRLCK, 5, 1, 0 };
+		if (write(rfd[1], "r", 1) != 1)
+			_exit(1);
 		do_act(cfd, &a, &c);
 		if (write(pfd[1], &c, sizeof c) != sizeof c)
 			_exit(1);
 		_exit(0);
 	}
 	close(pfd[1]);
-	sleep_ms(300);
+	close(rfd[1]);
 	int st;
-	LOG("still-blocked:%d ", waitpid(pid, &st, WNOHANG) == 0);
+	LOG("still-blocked:%d ", blocked_in(pid, rfd[0], SYS_fcntl));
+	close(rfd[0]);
 	parent_lk(fd, F_UNLCK, 0, 10);
 	struct act_res c;
 	ssize_t n = read(pfd[0], &c, sizeof c); /* child gets lock and exits */
@@ -215,19 +253,24 @@ static void flock_scenario(const char *path, char *out, size_t outlen)
 	/* blocking flock waits for release */
 	fd = open(path, O_RDWR);
 	ck_assert_int_eq(flock(fd, LOCK_EX), 0);
-	int pfd[2];
+	int pfd[2], rfd[2];
 	ck_assert_int_eq(pipe(pfd), 0);
+	ck_assert_int_eq(pipe(rfd), 0);
 	pid = fork();
 	if (pid == 0) {
+		close(rfd[0]);
 		int cfd = open(path, O_RDWR);
+		if (write(rfd[1], "r", 1) != 1)
+			_exit(1);
 		char c = flock(cfd, LOCK_EX) == 0 ? 'y' : 'n';
 		if (write(pfd[1], &c, 1) != 1)
 			_exit(1);
 		_exit(0);
 	}
 	close(pfd[1]);
-	sleep_ms(300);
-	LOG("flock-blocked:%d ", waitpid(pid, &st, WNOHANG) == 0);
+	close(rfd[1]);
+	LOG("flock-blocked:%d ", blocked_in(pid, rfd[0], SYS_flock));
+	close(rfd[0]);
 	flock(fd, LOCK_UN);
 	char c = '?';
 	if (read(pfd[0], &c, 1) != 1)
