@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -246,6 +247,9 @@ const char *log_problem(const char *log)
 		"stack smashing", "double free", "corrupted",
 		/* libfuse complaining about the daemon's replies */
 		"bad error value", "writing device", "unknown operation", "fuse_reply_",
+		/* the daemon's own lines for what must never happen */
+		"BUG:", "not where expected", "got no reply", "malformed request",
+		"do not combine with passthrough",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
 		if (strstr(log, bad[i]))
@@ -991,6 +995,77 @@ int helper_mount(const char *backing, const char *mnt, const char *opts, char *o
 		       strstr(opts, "config=") ? "" : ",config=none");
 }
 
+/*
+ * mount -t dcfs with a supervisor that outlives the mount command: a child
+ * subreaper, so the daemon dcfs leaves running once mounted becomes its
+ * child, and it records the daemon's wait status in d->statusf as
+ * daemon_spawn()'s does; the daemon logs to d->log (DCFS_LOG_FILE, since
+ * it daemonizes).  Returns mount's exit status; d->pid is the daemon.
+ */
+static int helper_mount_supervised(struct daemon *d, const char *tag, const char *backing,
+				   const char *opts, char *out, size_t outlen)
+{
+	static int seq;
+	snprintf(d->log, sizeof d->log, "%s/logs/%s.h%d.log", g_tmpdir, tag, ++seq);
+	snprintf(d->statusf, sizeof d->statusf, "%s/logs/%s.h%d.status", g_tmpdir, tag, seq);
+	unlink(d->statusf);
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	fflush(NULL);
+	pid_t sup = fork();
+	if (sup < 0)
+		return -1;
+	if (sup == 0) {
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
+		prctl(PR_SET_CHILD_SUBREAPER, 1);
+		setenv("DCFS_LOG_FILE", d->log, 1);
+		static char o[4096];
+		int rc = helper_mount(backing, d->mnt, opts, o, sizeof o);
+		pid_t pid = rc == 0 ? find_daemon_for(d->mnt) : -1;
+		if (write(p[1], &rc, sizeof rc) != sizeof rc || write(p[1], &pid, sizeof pid) != sizeof pid ||
+		    write(p[1], o, strlen(o) + 1) < 0)
+			_exit(1);
+		close(p[1]);
+		int st = -1, w;
+		for (pid_t r; pid > 0;) {
+			r = waitpid(-1, &w, 0);
+			if (r == pid) {
+				st = w;
+				break;
+			}
+			if (r < 0 && errno != EINTR)
+				break;
+		}
+		char tmp[PATH_MAX + 8];
+		snprintf(tmp, sizeof tmp, "%s.tmp", d->statusf);
+		FILE *f = pid > 0 ? fopen(tmp, "w") : NULL;
+		if (f) {
+			fprintf(f, "%d\n", st);
+			fclose(f);
+			rename(tmp, d->statusf);
+		}
+		while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+			;
+		_exit(0);
+	}
+	close(p[1]);
+	int rc = -1;
+	d->sup = sup;
+	d->pid = -1;
+	if (read(p[0], &rc, sizeof rc) != sizeof rc || read(p[0], &d->pid, sizeof d->pid) != sizeof d->pid)
+		rc = -1;
+	ssize_t n = read(p[0], out, outlen - 1);
+	out[n > 0 ? n : 0] = 0;
+	close(p[0]);
+	reg_pid(sup);
+	if (d->pid > 0)
+		reg_pid(d->pid);
+	return rc;
+}
+
 void fixture_setup(const struct config *cfg)
 {
 	g_cfg = cfg;
@@ -1073,7 +1148,9 @@ void fixture_setup(const struct config *cfg)
 		break;
 	}
 	case MM_HELPER: {
-		int rc = helper_mount(g_exp, g_mnt, "allow_other", out, sizeof out);
+		snprintf(g_daemon.mnt, sizeof g_daemon.mnt, "%s", g_mnt);
+		int rc = helper_mount_supervised(&g_daemon, cfg->name, g_exp, "allow_other", out,
+						 sizeof out);
 		char fstype[256] = "";
 		if (rc != 0) {
 			snprintf(g_setup_err, sizeof g_setup_err,
@@ -1086,9 +1163,10 @@ void fixture_setup(const struct config *cfg)
 				 fstype);
 			break;
 		}
-		g_helper_daemon = find_daemon_for(g_mnt);
-		if (g_helper_daemon > 0)
-			reg_pid(g_helper_daemon);
+		g_helper_daemon = g_daemon.pid;
+		if (g_helper_daemon <= 0)
+			snprintf(g_setup_err, sizeof g_setup_err,
+				 "mount -t dcfs: no daemon process found for %s", g_mnt);
 		break;
 	}
 	}
@@ -1113,13 +1191,11 @@ void fixture_teardown(void)
 		else
 			daemon_kill(&g_daemon); /* just reaps supervisor */
 	}
-	if (g_cfg->mm == MM_HELPER && g_helper_daemon > 0) {
-		double end = now_s() + 10 * deadline_scale();
-		while (kill(g_helper_daemon, 0) == 0 && now_s() < end)
-			sleep_ms(20);
-		if (kill(g_helper_daemon, 0) == 0)
-			kill(g_helper_daemon, SIGKILL);
-		unreg_pid(g_helper_daemon);
+	if (g_cfg->mm == MM_HELPER && g_daemon.sup > 0) {
+		if (daemon_wait_exit(&g_daemon, 10) == -1)
+			daemon_kill(&g_daemon);
+		else
+			daemon_kill(&g_daemon); /* just reaps the supervisor */
 	}
 	g_cfg = NULL;
 }
@@ -1133,10 +1209,16 @@ void check_unmount_and_daemon(void)
 	case MM_BIND:
 		ck_assert_msg(umount(g_mnt) == 0, "umount: %s", strerror(errno));
 		break;
-	case MM_DAEMON: {
+	case MM_DAEMON:
+	case MM_HELPER: {
 		dev_t dev = mount_dev(g_mnt);
-		rc = run_cmd(out, sizeof out, "fusermount3 -u -z '%s'", g_mnt);
-		ck_assert_msg(rc == 0, "fusermount3 -u -z failed (%d): %s", rc, out);
+		if (g_cfg->mm == MM_HELPER) {
+			rc = run_cmd(out, sizeof out, "umount '%s'", g_mnt);
+			ck_assert_msg(rc == 0, "umount failed (%d): %s", rc, out);
+		} else {
+			rc = run_cmd(out, sizeof out, "fusermount3 -u -z '%s'", g_mnt);
+			ck_assert_msg(rc == 0, "fusermount3 -u -z failed (%d): %s", rc, out);
+		}
 		int st = daemon_wait_unmounted(&g_daemon, 0, dev, 10);
 		char *log = read_file_str(g_daemon.log);
 		const char *rep = log_report(log);
@@ -1149,17 +1231,9 @@ void check_unmount_and_daemon(void)
 			      WIFSIGNALED(st) ? WTERMSIG(st) : 0, log);
 		const char *p = log_problem(log);
 		ck_assert_msg(!p, "daemon log contains '%s': %.3000s", p, log);
+		/* a daemonized one logs to the file too: it must have */
+		ck_assert_msg(strstr(log, "mounted "), "the daemon logged nothing: %.300s", log);
 		free(log);
-		break;
-	}
-	case MM_HELPER: {
-		dev_t dev = mount_dev(g_mnt);
-		rc = run_cmd(out, sizeof out, "umount '%s'", g_mnt);
-		ck_assert_msg(rc == 0, "umount failed (%d): %s", rc, out);
-		ck_assert_msg(g_helper_daemon > 0, "could not find daemon process for %s", g_mnt);
-		daemon_wait_unmounted(NULL, g_helper_daemon, dev, 10);
-		ck_assert_msg(kill(g_helper_daemon, 0) < 0,
-			      "daemon %d still running 10s after umount", g_helper_daemon);
 		break;
 	}
 	}
@@ -1205,7 +1279,7 @@ void test_begin(const char *name)
 		      "dcfs daemon stopped answering requests in an earlier test (%s)", g_cfg->name);
 	ck_assert_msg(!g_setup_err[0], "setup failed: %s", g_setup_err);
 	ck_assert_msg(is_mounted(g_mnt, NULL, 0), "%s is not mounted (daemon died?)", g_mnt);
-	if (g_cfg->mm == MM_DAEMON) {
+	if (g_cfg->mm == MM_DAEMON || g_cfg->mm == MM_HELPER) {
 		int st = daemon_status(&g_daemon);
 		if (st != -1) {
 			char *log = read_file_str(g_daemon.log);
@@ -1221,9 +1295,6 @@ void test_begin(const char *name)
 			close(lfd);
 		}
 	}
-	if (g_cfg->mm == MM_HELPER && g_helper_daemon > 0)
-		ck_assert_msg(kill(g_helper_daemon, 0) == 0,
-			      "dcfs daemon (pid %d) already died in an earlier test", g_helper_daemon);
 	if (g_cfg->mm != MM_BIND && probe_alive(g_mnt, 15 * deadline_scale()) < 0) {
 		int fd = open(hm, O_CREAT | O_WRONLY, 0644);
 		if (fd >= 0)

@@ -1,17 +1,40 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * One log sink for dcfs and libfuse: stderr in the foreground, syslog once
- * daemonized.  Debug messages are dropped unless -d was given, so the I/O
- * paths may call log_debug() without cost in production.
+ * daemonized, or the file DCFS_LOG_FILE names (for systems without syslog,
+ * and the tests of mount -t dcfs, which daemonizes).  Debug messages are
+ * dropped unless -d was given, so the I/O paths may call log_debug()
+ * without cost in production.
  */
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "ops/ops.h"
 
 static bool log_to_stderr = true;
+static int log_fd = -1; /* DCFS_LOG_FILE, once daemonized */
 static int log_max_level = FUSE_LOG_INFO;
+
+/* A line (or the start or rest of one) to stderr or the log file. */
+static void log_text(FILE *to, bool mid_line, const char *text)
+{
+	char line[2100];
+	int n;
+
+	if (log_fd < 0) {
+		fprintf(to, "%s%s", mid_line ? "" : "dcfs: ", text);
+		return;
+	}
+	/* One write per line: O_APPEND keeps the threads' lines whole. */
+	n = snprintf(line, sizeof(line), "%s%s", mid_line ? "" : "dcfs: ", text);
+	if (n > 0 &&
+	    write(log_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1) < 0)
+		(void)0; /* nowhere left to say so */
+}
 
 static int syslog_priority(enum fuse_log_level level)
 {
@@ -31,11 +54,11 @@ static void log_sink(enum fuse_log_level level, const char *fmt, va_list ap)
 
 	if ((int)level > log_max_level)
 		return;
-	if (log_to_stderr) {
+	if (log_to_stderr || log_fd >= 0) {
 		n = vsnprintf(buf, sizeof(buf), fmt, ap);
 		if (n < 0)
 			return;
-		fprintf(stderr, "%s%s", mid_line ? "" : "dcfs: ", buf);
+		log_text(stderr, mid_line, buf);
 		mid_line = n > 0 && (size_t)n < sizeof(buf) && buf[n - 1] != '\n';
 	} else {
 		vsyslog(syslog_priority(level), fmt, ap);
@@ -44,9 +67,13 @@ static void log_sink(enum fuse_log_level level, const char *fmt, va_list ap)
 
 void dcfs_log_init(bool foreground, int debug)
 {
+	const char *file = getenv("DCFS_LOG_FILE");
+
 	log_to_stderr = foreground;
 	log_max_level = debug ? FUSE_LOG_DEBUG : FUSE_LOG_INFO;
-	if (!foreground)
+	if (!foreground && file && *file && log_fd < 0)
+		log_fd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (!foreground && log_fd < 0)
 		openlog("dcfs", LOG_PID, LOG_DAEMON);
 	fuse_set_log_func(log_sink);
 }
