@@ -206,7 +206,7 @@ check: deps-check
 	@echo "make check: the core suites against bind mounts (DCFS_TEST_SELF=1)"
 	DCFS_TEST_SELF=1 $(CHECK_RUN); status=$$?; $(CHECK_STATUS); self=$$status; \
 	$(CHECK_RUN); status=$$?; $(CHECK_STATUS); \
-	if [ $$self != 0 ]; then echo "make check: FAILED: the tests fail against bind mounts"; exit $$self; fi; \
+	if [ $$self != 0 ]; then echo "make check: FAILED: the run against bind mounts (DCFS_TEST_SELF=1) failed"; exit $$self; fi; \
 	exit $$status
 
 demo: deps-demo
