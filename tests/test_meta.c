@@ -578,6 +578,33 @@ START_TEST(meta_xattr)
 	/* trusted.* as root */
 	DUAL(setxattr(P("f"), "trusted.t", "tv", 2, 0));
 	cmp_xattr("f", "trusted.t");
+	/* trusted.* and security.* on a symlink itself (setfattr -h), as root:
+	 * the link gets them, never its target (issue 38 #8) */
+	DUAL(lsetxattr(P("l"), "trusted.onlink", "lv", 2, 0));
+	DUAL(lsetxattr(P("l"), "security.onlink", "sv", 2, 0));
+	DUAL_EXPECT(lsetxattr(P("l"), "trusted.onlink", "x", 1, XATTR_CREATE), -EEXIST);
+	cmp_xattr("l", "trusted.onlink");
+	cmp_xattr("l", "security.onlink");
+	cmp_xattr("f", "trusted.onlink");
+	cmp_xattr("f", "security.onlink");
+	DUAL(lgetxattr(P("l"), "security.onlink", NULL, 0));
+	list_sorted(PR("l"), lr, sizeof lr);
+	list_sorted(PM("l"), lm, sizeof lm);
+	list_sorted(PE("l"), le, sizeof le);
+	ck_assert_str_eq(lm, lr);
+	ck_assert_str_eq(lm, le);
+	ck_assert_msg(strstr(lm, "trusted.onlink") && strstr(lm, "security.onlink"),
+		      "the link's attributes: %s", lm);
+	n = lgetxattr(PE("l"), "security.onlink", v, sizeof v);
+	ck_assert_msg(n == 2 && memcmp(v, "sv", 2) == 0, "backing link: %zd", n);
+	ck_assert_msg(lgetxattr(PE("f"), "security.onlink", v, sizeof v) < 0 && errno == ENODATA,
+		      "the target got the link's attribute");
+	DUAL(lremovexattr(P("l"), "trusted.onlink"));
+	DUAL_EXPECT(lremovexattr(P("l"), "trusted.onlink"), -ENODATA);
+	DUAL(lremovexattr(P("l"), "security.onlink"));
+	list_sorted(PR("l"), lr, sizeof lr);
+	list_sorted(PM("l"), lm, sizeof lm);
+	ck_assert_str_eq(lm, lr);
 }
 END_TEST
 

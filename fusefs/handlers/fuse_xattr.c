@@ -2,9 +2,12 @@
 /*
  * FUSE extended attribute handlers.  They act on the backing object
  * through its /proc/self/fd link, because O_PATH fds do not take f*xattr()
- * calls.  That link would be followed for a symlink, reaching the target,
- * so symlinks report no attributes at all instead (ENOTSUP, and an empty
- * list), never those of a file the caller did not name.
+ * calls.  Resolving that magic link lands on the very object the O_PATH fd
+ * holds and goes no further: for a symlink, the link itself, never its
+ * target (the kernel's nd_jump_link(); glibc's fchmodat() relies on the
+ * same).  So trusted.* and security.* attributes of symlinks (setfattr -h,
+ * as root) work as natively, without a name that could be swapped in
+ * between; the kernel refuses user.* on a symlink before dcfs sees it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,11 +156,6 @@ static void reply_virtual(fuse_req_t req, struct dcfs_inode *inode,
 	free(v);
 }
 
-static bool xattr_unsupported(const struct dcfs_inode *inode)
-{
-	return inode->type == S_IFLNK;
-}
-
 /*
  * The /proc path of the inode, pinned: 0, or -errno.  Every 0 is followed
  * by inode_unpin() once the call on the path is made.
@@ -219,20 +217,13 @@ static void dcfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 	if (is_virtual(name))
 		reply_virtual(req, inode, name, size);
-	else if (xattr_unsupported(inode))
-		fuse_reply_err(req, ENOTSUP);
 	else
 		reply_backing(req, inode, name, size);
 }
 
 static void dcfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	struct dcfs_inode *inode = dcfs_inode_of(ino);
-
-	if (xattr_unsupported(inode))
-		reply_sized(req, size, "", 0);
-	else
-		reply_backing(req, inode, NULL, size);
+	reply_backing(req, dcfs_inode_of(ino), NULL, size);
 }
 
 /*
@@ -263,8 +254,6 @@ static void reply_set(fuse_req_t req, fuse_ino_t ino, const char *name, const ch
 
 	if (is_virtual(name))
 		fuse_reply_err(req, EPERM);
-	else if (xattr_unsupported(inode))
-		fuse_reply_err(req, ENOTSUP);
 	else
 		fuse_reply_err(req, -backing_set(inode, name, value, size, flags));
 }
