@@ -14,8 +14,10 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -526,6 +528,133 @@ START_TEST(scale_export_restart)
 }
 END_TEST
 
+/* ---- node ids saved for one filesystem only ------------------------------ */
+
+struct remade {
+	char img[PATH_MAX], dev[64], fsdir[PATH_MAX], mnt[PATH_MAX], fstype[16];
+	struct daemon d;
+};
+
+static int remade_mkfs(struct remade *r)
+{
+	char out[4096];
+	return run_cmd(out, sizeof out, "mkfs.%s -q %s '%s' && mount '%s' '%s'", r->fstype,
+		       strcmp(r->fstype, "xfs") ? "-F" : "-f", r->dev, r->dev, r->fsdir);
+}
+
+/* dcfs over the filesystem's root directory; n files created and stat'ed
+ * through it; unmounted.  Returns the daemon's log (malloc'd), NULL if it
+ * did not run and stop cleanly. */
+static char *remade_run(struct remade *r, int n)
+{
+	char err[512], opts[64] = "allow_other";
+	char *argv[] = { "dcfs", "-f", "-o", opts, r->fsdir, r->mnt, NULL };
+	snprintf(r->d.mnt, sizeof r->d.mnt, "%s", r->mnt);
+	if (daemon_spawn(&r->d, "remade", argv) < 0 ||
+	    daemon_wait_mounted(&r->d, err, sizeof err) < 0) {
+		daemon_kill(&r->d);
+		return NULL;
+	}
+	for (int i = 0; i < n; i++) {
+		char p[PATH_MAX + 16];
+		struct stat st;
+		snprintf(p, sizeof p, "%s/f%d", r->mnt, i);
+		if (write_file(p, "x", 1, 0644) < 0 || stat(p, &st) < 0)
+			break;
+	}
+	dev_t dev = mount_dev(r->mnt);
+	run_cmd(NULL, 0, "fusermount3 -u -z '%s'", r->mnt);
+	int st = daemon_wait_unmounted(&r->d, 0, dev, 10);
+	if (st == -1)
+		daemon_kill(&r->d);
+	char *log = read_file_str(r->d.log);
+	if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		fprintf(stderr, "remade-%s: daemon status %#x: %s\n", r->fstype, st, log);
+		free(log);
+		return NULL;
+	}
+	return log;
+}
+
+/* "loaded N node ids" / "saved N node ids" of a log, -1 if absent. */
+static long ids_in(const char *log, const char *verb)
+{
+	char key[32];
+	snprintf(key, sizeof key, "%s ", verb);
+	const char *p = strstr(log, key);
+	return p && strstr(p, " node ids") ? atol(p + strlen(key)) : -1;
+}
+
+/*
+ * The node ids a clean stop saves (dcfs(8), FILES) are tied to the
+ * filesystem, not only to the device numbers and the root's handle, which
+ * every freshly made ext4 repeats (inode 2, generation 0): over the same
+ * loop device made anew, the next run must load none (issue 38 #7), and
+ * ids must not pile up from one filesystem to the next.  A restart over
+ * the same filesystem does load them (so the check is not vacuous).
+ */
+static void remade_on(const char *fstype)
+{
+	struct remade r;
+	char out[4096];
+	memset(&r, 0, sizeof r);
+	snprintf(r.fstype, sizeof r.fstype, "%s", fstype);
+	snprintf(r.img, sizeof r.img, "%s/remade-%s.img", g_tmpdir, fstype);
+	snprintf(r.fsdir, sizeof r.fsdir, "%s/remade-%s", g_tmpdir, fstype);
+	snprintf(r.mnt, sizeof r.mnt, "%s/mnt-remade-%s", g_tmpdir, fstype);
+	mkdir(r.fsdir, 0755);
+	mkdir(r.mnt, 0755);
+	int fd = open(r.img, O_CREAT | O_RDWR | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	OK(ftruncate(fd, 320 << 20));
+	close(fd);
+	ck_assert_msg(run_cmd(out, sizeof out, "losetup -f --show '%s'", r.img) == 0, "losetup: %s",
+		      out);
+	out[strcspn(out, "\n")] = 0;
+	snprintf(r.dev, sizeof r.dev, "%s", out);
+	long saved1 = -1, loaded2 = -1, loaded3 = -1, saved3 = -1;
+	char *log = NULL;
+	int ok = remade_mkfs(&r) == 0;
+	if (ok && (log = remade_run(&r, 40)))
+		saved1 = ids_in(log, "saved");
+	free(log);
+	if (ok && (log = remade_run(&r, 0)))
+		loaded2 = ids_in(log, "loaded");
+	free(log);
+	/* the same device made anew: another filesystem at the same place */
+	ok = ok && umount(r.fsdir) == 0 && remade_mkfs(&r) == 0;
+	char *log3 = ok ? remade_run(&r, 1) : NULL;
+	if (log3) {
+		loaded3 = ids_in(log3, "loaded");
+		saved3 = ids_in(log3, "saved");
+	}
+	/* clean up before judging: the mount, the device, what was saved */
+	umount2(r.fsdir, MNT_DETACH);
+	struct stat st;
+	if (stat(r.dev, &st) == 0)
+		run_cmd(NULL, 0, "rm -f /run/dcfs/ids-%u.%u-*", major(st.st_rdev),
+			minor(st.st_rdev));
+	run_cmd(NULL, 0, "losetup -d '%s'", r.dev);
+	unlink(r.img);
+	ck_assert_msg(ok, "%s: mkfs/mount/umount of %s failed", fstype, r.dev);
+	ck_assert_msg(saved1 >= 40, "%s: first run saved %ld node ids", fstype, saved1);
+	ck_assert_msg(loaded2 >= 40, "%s: a restart over the same filesystem loaded %ld", fstype,
+		      loaded2);
+	ck_assert_msg(log3, "%s: the run over the new filesystem failed", fstype);
+	ck_assert_msg(loaded3 <= 0, "%s: %ld node ids of the old filesystem loaded into the new one: %.1500s",
+		      fstype, loaded3, log3);
+	ck_assert_msg(saved3 >= 0 && saved3 < 10, "%s: %ld node ids saved after one file (piled up?)",
+		      fstype, saved3);
+	free(log3);
+}
+
+START_TEST(scale_ids_remade_fs)
+{
+	remade_on("ext4");
+	remade_on("xfs");
+}
+END_TEST
+
 /* ---- re-export through Samba ------------------------------------------- */
 
 static int wait_port(int port, double secs)
@@ -782,6 +911,7 @@ Suite *scale_suite(void)
 	tcase_add_unchecked_fixture(tc, restart_setup, NULL);
 	tcase_set_timeout(tc, 60 * deadline_scale());
 	tcase_add_test(tc, scale_export_restart);
+	tcase_add_test(tc, scale_ids_remade_fs);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("round-trips");
 	tcase_add_unchecked_fixture(tc, scale_setup, NULL);

@@ -18,23 +18,29 @@
  * The file is /run/dcfs/ids-MAJ.MIN-INO (the backing directory's device
  * and inode), written by root, 0600, in a directory of root's that nobody
  * else may write; anything else is ignored.  Its header holds the backing
- * directory's identity and handle, so a file of another tree is never
- * used.  After a crash nothing is saved: handles of files the new run has
- * not looked up yet are stale, as before.
+ * directory's identity and handle, and the filesystem's (struct fs_ident),
+ * so a file of another tree is never used: device numbers, inode number
+ * and handle alone are the same for the root of every ext4 made anew on
+ * the same device (inode 2, generation 0), whose ids must not be taken
+ * for the old one's.  After a crash nothing is saved: handles of files the
+ * new run has not looked up yet are stale, as before.
  */
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "core/core.h"
 
 #define STATE_DIR "/run/dcfs"
-#define MAGIC "dcfsids1"
+#define MAGIC "dcfsids2"
 
 struct rec {
 	uint64_t nodeid;
@@ -44,13 +50,64 @@ struct rec {
 	uint32_t handle_bytes;
 };
 
+/*
+ * Which filesystem: its UUID (FS_IOC_GETFSUUID, Linux 6.5; ext4, xfs,
+ * btrfs...), its statfs f_fsid (from the UUID on ext4 and btrfs, from the
+ * device on xfs) and the backing directory's birth time (a directory made
+ * anew, or mkfs's root, gets another).  What a filesystem cannot tell is 0.
+ */
+struct fs_ident {
+	uint64_t fsid;
+	uint8_t uuid_len;
+	uint8_t uuid[16];
+	uint8_t pad[7];
+	int64_t btime_sec;
+	uint32_t btime_nsec;
+	uint32_t pad2;
+};
+
 struct head {
 	char magic[8];
 	uint64_t dev;
 	uint64_t ino;
+	struct fs_ident fs;
 	int32_t handle_type;
 	uint32_t handle_bytes;
 };
+
+#ifndef FS_IOC_GETFSUUID
+struct fsuuid2 {
+	uint8_t len;
+	uint8_t uuid[16];
+};
+#define FS_IOC_GETFSUUID _IOR(0x15, 0, struct fsuuid2)
+#endif
+
+static void fs_ident_of(int dirfd, struct fs_ident *id)
+{
+	struct fsuuid2 u = { 0 };
+	struct statx stx;
+	struct statfs sf;
+	int fd;
+
+	memset(id, 0, sizeof(*id));
+	if (fstatfs(dirfd, &sf) == 0)
+		memcpy(&id->fsid, &sf.f_fsid, sizeof(id->fsid));
+	/* ioctl() needs more than the O_PATH fd */
+	fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (ioctl(fd, FS_IOC_GETFSUUID, &u) == 0 && u.len <= sizeof(u.uuid)) {
+			id->uuid_len = u.len;
+			memcpy(id->uuid, u.uuid, u.len);
+		}
+		close(fd);
+	}
+	if (statx(dirfd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BTIME,
+		  &stx) == 0 && (stx.stx_mask & STATX_BTIME)) {
+		id->btime_sec = stx.stx_btime.tv_sec;
+		id->btime_nsec = stx.stx_btime.tv_nsec;
+	}
+}
 
 static bool safe(int fd, mode_t type)
 {
@@ -128,6 +185,7 @@ struct idstate_writer *idstate_begin(void)
 	}
 	h.dev = dcfs.root.dev;
 	h.ino = dcfs.root.ino;
+	fs_ident_of(dcfs.root.fd, &h.fs);
 	h.handle_type = rh->handle_type;
 	h.handle_bytes = rh->handle_bytes;
 	if (fwrite(&h, sizeof(h), 1, w->f) != 1 ||
@@ -196,21 +254,27 @@ static struct file_handle *read_handle(FILE *f, int32_t type, uint32_t bytes)
 	return fh;
 }
 
-/* Is the file's header of this backing directory? */
+/* Is the file's header of this backing directory on this filesystem? */
 static bool same_tree(FILE *f)
 {
 	struct file_handle *rh = root_handle(), *saved;
+	struct fs_ident now;
 	struct head h;
 	bool same = false;
 
 	if (!rh)
 		return false;
+	fs_ident_of(dcfs.root.fd, &now);
 	if (fread(&h, sizeof(h), 1, f) == 1 &&
 	    memcmp(h.magic, MAGIC, sizeof(h.magic)) == 0 &&
 	    h.dev == (uint64_t)dcfs.root.dev &&
 	    h.ino == (uint64_t)dcfs.root.ino) {
 		saved = read_handle(f, h.handle_type, h.handle_bytes);
-		same = saved && handle_equal(saved, rh);
+		same = saved && handle_equal(saved, rh) &&
+		       memcmp(&h.fs, &now, sizeof(now)) == 0;
+		if (saved && handle_equal(saved, rh) && !same)
+			log_info("not loading the node ids saved in %s: they are of another filesystem at the same place (made anew?)\n",
+				 STATE_DIR);
 		free(saved);
 	}
 	free(rh);
