@@ -68,20 +68,12 @@ tree_commit() {
 }
 
 build_variant() {	# $1 = variant
-	local v=$1 h dir src out start commit link=$CACHE/build/$1
+	local v=$1 h dir src out start commit
 	SERIES_LAST=
 	# shellcheck disable=SC2034 # read by common.sh's series list
 	[ "$v" != bench-before ] || SERIES_LAST=$BENCH_BEFORE_LAST
 	h=$(input_hash "$v")
-	dir=$(readlink -f "$link" 2>/dev/null || true)
-	if [ -z "$dir" ] || [ ! -d "$dir" ] ||
-	   [ "$(cat "$dir/recipe" 2>/dev/null)" != "$BUILD_RECIPE" ]; then
-		dir=$CACHE/build/$v-tree-$h
-		rm -rf "$dir"
-		mkdir -p "$dir"
-		echo "$BUILD_RECIPE" > "$dir/recipe"
-	fi
-	ln -sfn "$dir" "$link"
+	dir=$(variant_dir "$v" "$h" "$BUILD_RECIPE")
 	src=$dir/src
 	out=$dir/out
 	if [ "$(cat "$dir/hash" 2>/dev/null)" = "$h" ] && [ -x "$out/linux" ]; then
@@ -92,13 +84,7 @@ build_variant() {	# $1 = variant
 	log "building $v kernel (input $h) in $dir"
 	rm -f "$dir/hash"
 	commit=$(tree_commit "$v")
-	if [ -e "$src/.git" ] && git -C "$src" rev-parse -q --verify HEAD >/dev/null; then
-		git -C "$src" checkout -q -f --detach "$commit"
-	else
-		rm -rf "$src"
-		git -C "$BASE_REPO" worktree prune
-		git -C "$BASE_REPO" worktree add -q --detach "$src" "$commit"
-	fi
+	checkout_tree "$src" "$commit"
 	mkdir -p "$out"
 	if [ "$(cat "$dir/config" 2>/dev/null)" != "$(config_hash "$v")" ] ||
 	   [ ! -f "$out/.config" ]; then

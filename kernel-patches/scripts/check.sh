@@ -87,7 +87,38 @@ compile_each_patch() {
 	git -C "$wt" checkout -q --detach "$tip"
 }
 
+# The FUSE objects of the whole series with CONFIG_FUSE_PASSTHROUGH=n: every
+# fuse_* function an object calls must be defined by one of them (a
+# declaration without a stub for that config links only while the
+# compiler happens to drop the call).
+fuse_without_passthrough() {
+	local out=$CACHE/build/check-nopt und def missing
+	mkdir -p "$out"
+	(
+		cd "$wt"
+		make -s ARCH=um O="$out" defconfig
+		printf '# CONFIG_FUSE_PASSTHROUGH is not set\n' > "$out/nopt.config"
+		scripts/kconfig/merge_config.sh -m -O "$out" "$out/.config" \
+			"$KP_DIR/uml.config" "$out/nopt.config" >/dev/null
+		make -s ARCH=um O="$out" olddefconfig
+	) || die "configuring $out failed"
+	! grep -q '^CONFIG_FUSE_PASSTHROUGH=y' "$out/.config" ||
+		die "CONFIG_FUSE_PASSTHROUGH still on in $out"
+	make -C "$wt" -s ARCH=um O="$out" -j"$JOBS" KCFLAGS=-Werror fs/fuse/ \
+		> "$out/fuse.log" 2>&1 || {
+		tail -30 "$out/fuse.log" >&2
+		die "fs/fuse does not compile with CONFIG_FUSE_PASSTHROUGH=n (log: $out/fuse.log)"
+	}
+	und=$(nm -u "$out"/fs/fuse/*.o | awk '/ U fuse_/ { print $2 }' | sort -u)
+	def=$(nm --defined-only "$out"/fs/fuse/*.o | awk '$2 ~ /[TtDdBbRr]/ { print $3 }' | sort -u)
+	missing=$(comm -23 <(echo "$und") <(echo "$def") | grep . || true)
+	[ -z "$missing" ] ||
+		die "with CONFIG_FUSE_PASSTHROUGH=n fs/fuse calls undefined: $missing"
+	log "fs/fuse compiles with CONFIG_FUSE_PASSTHROUGH=n, no undefined fuse_* calls"
+}
+
 tip=$(git -C "$wt" rev-parse HEAD)
+[ "${KP_CHECK_NOPT:-1}" = 0 ] || fuse_without_passthrough
 if [ "${KP_CHECK_COMPILE:-1}" = 1 ]; then
 	t_compile=$(date +%s)
 	compile_each_patch

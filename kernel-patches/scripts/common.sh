@@ -194,6 +194,37 @@ apply_uml_host() {	# $1 = worktree
 	done < <(uml_host_patches)
 }
 
+# The build directory of variant $1 ($CACHE/build/$1, a symlink), made
+# anew as $1-tree-$2 (input hash $2) if there is none or it was made by
+# another build recipe ($3); printed.
+variant_dir() {
+	local v=$1 h=$2 recipe=$3 link=$CACHE/build/$1 dir
+	dir=$(readlink -f "$link" 2>/dev/null || true)
+	if [ -z "$dir" ] || [ ! -d "$dir" ] ||
+	   [ "$(cat "$dir/recipe" 2>/dev/null)" != "$recipe" ]; then
+		dir=$CACHE/build/$v-tree-$h
+		rm -rf "$dir"
+		mkdir -p "$dir"
+		echo "$recipe" > "$dir/recipe"
+	fi
+	ln -sfn "$dir" "$link"
+	echo "$dir"
+}
+
+# Worktree $1 of the base repository at commit $2: moved there with git
+# checkout if it exists (only the files that differ are rewritten, so the
+# build after it is incremental), else created.
+checkout_tree() {
+	local src=$1 commit=$2
+	if [ -e "$src/.git" ] && git -C "$src" rev-parse -q --verify HEAD >/dev/null; then
+		git -C "$src" checkout -q -f --detach "$commit"
+	else
+		rm -rf "$src"
+		git -C "$BASE_REPO" worktree prune
+		git -C "$BASE_REPO" worktree add -q --detach "$src" "$commit"
+	fi
+}
+
 # Reuse worktree $1 if it exists (cheap: only files that differ from its
 # current state are rewritten), otherwise create it; leave it at pristine base.
 reset_worktree() {

@@ -11,12 +11,20 @@
 #                     (fuse-pt: fuse_pt_test's own FUSE server, backing
 #                     files on F2FS, ext4, xfs; refused on tmpfs), then
 #                     dcfs over F2FS, with uncached
-#                     passthrough and with its own engine (gating; skipped only if
+#                     passthrough and with its own engine (gating; fails if
 #                     build/dcfs is missing or lacks the dontcache class)
 #                     and the meta stage: FUSE round trips per file of
 #                     dcfs's metadata operations over ext4 (exact counts,
 #                     gating), set-id clearing through passthrough
-#   KP_STAGES="meta dcfs" test.sh patched   only the stages named
+#                     nowait-block: B4, RWF_NOWAIT uncached writes while
+#                     another writeback holds F2FS's writepages mutex;
+#                     then the stages that switch the flusher off
+#                     (patched, nullblk-irq0/1/2, blockfs, fuse-pt, dcfs)
+#                     again with the kernel's default writeback settings,
+#                     named <stage>-wbdef
+#   KP_STAGES="meta dcfs" test.sh patched   only the stages named (a run
+#                     in which no stage ran fails; a dcfs/meta stage that
+#                     cannot run fails unless KP_ALLOW_SKIP=1)
 #   test.sh control   unpatched kernel: RWF_DONTCACHE must fail (EOPNOTSUPP);
 #                     FUSE_PASSTHROUGH_DONTCACHE not offered, its open
 #                     flags refused (fuse-pt-control)
@@ -45,26 +53,8 @@ gcc -O2 -Wall -Wextra -Werror -static -pthread -I"$KP_DIR/../include" \
 	-o "$RUN/bin/fuse_pt_test" \
 	"$KP_DIR/test/fuse_pt_test.c" || die "building fuse_pt_test failed"
 
+# shellcheck disable=SC2034 # counted and read by uml-run.sh's stage()
 pass=0 fail=0 skip=0 t_start=$(date +%s)
-# KP_STAGES="NAME ..." runs only the stages named (patched variant; the
-# names of the stage lines below, e.g. "meta" or "fuse-pt dcfs")
-want() { [ -z "${KP_STAGES:-}" ] || grep -qw -- "$1" <<<"$KP_STAGES"; }
-stage() {	# $1 = name
-	local name=$1 ok=1 rc
-	rc=$(cat "$RUN/$name.rc" 2>/dev/null || echo none)
-	echo "---- $name: guest output ----"
-	cat "$RUN/$name.out" 2>/dev/null || echo "(no output; console below)"
-	[ -f "$RUN/$name.out" ] || tail -50 "$RUN/$name.console"
-	[ "$rc" = 0 ] || { log "$name: test program exit status $rc"; ok=0; }
-	kernel_log_clean "$RUN" "$name" || ok=0
-	if [ $ok = 1 ]; then
-		log "stage $name: PASS"
-		pass=$((pass + 1))
-	else
-		log "stage $name: FAIL (logs in $RUN)"
-		fail=$((fail + 1))
-	fi
-}
 
 # The FUSE stages, run by the patched and the kasan variant.
 # 3b. FUSE passthrough with uncached backing I/O (patches 21-22),
@@ -72,14 +62,14 @@ stage() {	# $1 = name
 #     files on F2FS (ubd0), ext4 (ubd1) and xfs (ubd2), the refusal
 #     on tmpfs
 run_fuse_pt() {
-	want fuse-pt || return 0
+	want "fuse-pt$S" || return 0
 	cp "$KP_DIR/test/fuse-pt-guest.sh" "$RUN/"
 	make_f2fs_image "$RUN/f2fs.img" 1G
 	make_blockfs_images "$RUN"
 	UML_EXTRA="T_SCRIPT=fuse-pt-guest.sh ubd1=$RUN/ext4.img ubd2=$RUN/xfs.img" \
-		uml_boot "$KERNEL" fuse-pt script "$RUN" "$RUN/f2fs.img" \
+		uml_boot "$KERNEL" "fuse-pt$S" script "$RUN" "$RUN/f2fs.img" \
 		$((900 * TMO_SCALE)) "$GUEST_MEM"
-	stage fuse-pt
+	stage "fuse-pt$S"
 	rm -f "$RUN"/{ext2,exfat,ext4,xfs}.img
 }
 
@@ -87,24 +77,22 @@ run_fuse_pt() {
 run_dcfs_stages() {
 	local DCFS DCFS_BIN
 	DCFS=$KP_DIR/../build/dcfs
-	if ! want dcfs && ! want meta; then
+	if ! want "dcfs$S" && { [ -n "$S" ] || ! want meta; }; then
 		:
 	elif [ ! -x "$DCFS" ]; then
-		log "stage dcfs: SKIPPED: $DCFS does not exist (build it with make -C $(cd "$KP_DIR/.." && pwd))"
-		skip=$((skip + 1))
+		stage_skipped "dcfs$S" "$DCFS does not exist (build it with make -C $(cd "$KP_DIR/.." && pwd))"
 	elif ! "$KP_DIR/test/dcfs-supported.sh" "$DCFS"; then
-		log "stage dcfs: SKIPPED: $DCFS does not support the dontcache class"
-		skip=$((skip + 1))
+		stage_skipped "dcfs$S" "$DCFS does not support the dontcache class"
 	else
 		cp "$KP_DIR/test/dcfs-guest.sh" "$KP_DIR/test/dcfs-common.sh" \
 			"$KP_DIR/test/meta-guest.sh" "$RUN/"
 		make_f2fs_image "$RUN/f2fs.img" 512M
 		DCFS_BIN=$(cd "$(dirname "$DCFS")" && pwd)/dcfs
 		echo "$DCFS_BIN" > "$RUN/dcfs-path"
-		if want dcfs; then
-			uml_boot "$KERNEL" dcfs dcfs "$RUN" "$RUN/f2fs.img" \
+		if want "dcfs$S"; then
+			uml_boot "$KERNEL" "dcfs$S" dcfs "$RUN" "$RUN/f2fs.img" \
 				$((600 * TMO_SCALE)) "$GUEST_MEM"
-			stage dcfs
+			stage "dcfs$S"
 		fi
 
 		# 5. metadata round trips of dcfs over ext4 (counted by
@@ -114,7 +102,7 @@ run_dcfs_stages() {
 		#    ext4 (META_ROUNDS rounds; META_SIZE bytes written per
 		#    file, 1K; META_BASE=BINARY times another dcfs, or
 		#    build/fuse-floor, in the same rounds)
-		if want meta; then
+		if [ -z "$S" ] && want meta; then
 			# make -C runs this in kernel-patches/
 			[ -z "${META_BASE:-}" ] || [ -x "$META_BASE" ] ||
 				die "META_BASE=$META_BASE is not a program here (an absolute path is safest)"
@@ -139,6 +127,70 @@ ${META_BASE:+T_META_BASE=$(realpath "$META_BASE")} T_META_SIZE=${META_SIZE:-1K}"
 TMO_SCALE=1 GUEST_MEM=512M
 [ "$variant" != kasan ] || { TMO_SCALE=3; GUEST_MEM=768M; }
 
+# The patched kernel's stages; $S is "" or "-wbdef" (then the stages that
+# set writeback knobs run again with the kernel's defaults: UML_WB=default)
+run_patched() {
+	# 1. the F2FS proof on ubd (completes in the ubd interrupt handler)
+	if want "patched$S"; then
+	make_f2fs_image "$RUN/f2fs.img" 1G
+	UML_EXTRA="T_GCWORK=1" \
+		uml_boot "$KERNEL" "patched$S" run "$RUN" "$RUN/f2fs.img" 900
+	f2fs_image_clean "$RUN/f2fs.img" "$RUN/patched$S.fsck" ||
+		echo fsck > "$RUN/patched$S.rc"
+	stage "patched$S"
+	fi
+
+	# 1b. the same on large sections (mkfs.f2fs -s 128: 256 MiB sections,
+	#     and 7 GiB of GC reserve, so a 16 GiB sparse image) with more
+#     rounds of the write/delete/GC workload:
+	#     the per-section ckpt_valid_blocks cache (CONFIG_F2FS_CHECK_FS
+	#     cross-checks it in the guest), fsck.f2fs on the host afterwards
+	if [ -z "$S" ] && want f2fs-s128; then
+	make_f2fs_image "$RUN/f2fs.img" 16G -s 128
+	UML_EXTRA="T_GCWORK=3" \
+		uml_boot "$KERNEL" f2fs-s128 run "$RUN" "$RUN/f2fs.img" 900
+	f2fs_image_clean "$RUN/f2fs.img" "$RUN/f2fs-s128.fsck" ||
+		echo fsck > "$RUN/f2fs-s128.rc"
+	stage f2fs-s128
+	fi
+
+	# 2. F2FS on memory-backed null_blk: completion in the submitter's
+	#    context (irqmode=0), in softirq (1) and from a timer (2)
+	make_f2fs_image "$RUN/f2fs.img" 64M	# ubd0 must exist; unused
+	for irq in 0 1 2; do
+		want "nullblk-irq$irq$S" || continue
+		UML_EXTRA="T_DEV=/dev/nullb0 T_MKFS=1 null_blk.nr_devices=1
+null_blk.memory_backed=1 null_blk.gb=1 null_blk.bs=4096 null_blk.irqmode=$irq" \
+			uml_boot "$KERNEL" "nullblk-irq$irq$S" quick "$RUN" \
+			"$RUN/f2fs.img" 600 768M
+		stage "nullblk-irq$irq$S"
+	done
+
+	# 2b. B4: RWF_NOWAIT uncached writes while another writeback holds
+	#     F2FS's writepages mutex (null_blk completing after 20 ms)
+	if [ -z "$S" ] && want nowait-block; then
+	cp "$KP_DIR/test/nowait-guest.sh" "$RUN/"
+	UML_EXTRA="T_SCRIPT=nowait-guest.sh $NOWAIT_NULLBLK" \
+		uml_boot "$KERNEL" nowait-block script "$RUN" "$RUN/f2fs.img" 600 768M
+	stage nowait-block
+	fi
+
+	# 3. the raw block device, ext2, exFAT, ext4 and xfs
+	if want "blockfs$S"; then
+	truncate -s 0 "$RUN/raw.img"
+	truncate -s 64M "$RUN/raw.img"
+	make_blockfs_images "$RUN"
+	UML_EXTRA="ubd1=$RUN/ext2.img ubd2=$RUN/exfat.img ubd3=$RUN/ext4.img
+ubd4=$RUN/xfs.img" \
+		uml_boot "$KERNEL" "blockfs$S" blockfs "$RUN" "$RUN/raw.img" 600
+	stage "blockfs$S"
+	rm -f "$RUN"/{raw,ext2,exfat,ext4,xfs}.img
+	fi
+
+	run_fuse_pt
+	run_dcfs_stages
+}
+
 case $variant in
 control)
 	# the unpatched kernel must refuse RWF_DONTCACHE
@@ -161,63 +213,16 @@ kasan)
 		uml_boot "$KERNEL" kasan run "$RUN" "$RUN/f2fs.img" 3000 768M
 	stage kasan
 	fi
-	run_fuse_pt
-	run_dcfs_stages
+	S='' run_fuse_pt
+	S='' run_dcfs_stages
 	;;
 patched)
-	# 1. the F2FS proof on ubd (completes in the ubd interrupt handler)
-	if want patched; then
-	make_f2fs_image "$RUN/f2fs.img" 1G
-	UML_EXTRA="T_GCWORK=1" \
-		uml_boot "$KERNEL" patched run "$RUN" "$RUN/f2fs.img" 900
-	f2fs_image_clean "$RUN/f2fs.img" "$RUN/patched.fsck" ||
-		echo fsck > "$RUN/patched.rc"
-	stage patched
-	fi
-
-	# 1b. the same on large sections (mkfs.f2fs -s 128: 256 MiB sections,
-	#     and 7 GiB of GC reserve, so a 16 GiB sparse image) with more
-#     rounds of the write/delete/GC workload:
-	#     the per-section ckpt_valid_blocks cache (CONFIG_F2FS_CHECK_FS
-	#     cross-checks it in the guest), fsck.f2fs on the host afterwards
-	if want f2fs-s128; then
-	make_f2fs_image "$RUN/f2fs.img" 16G -s 128
-	UML_EXTRA="T_GCWORK=3" \
-		uml_boot "$KERNEL" f2fs-s128 run "$RUN" "$RUN/f2fs.img" 900
-	f2fs_image_clean "$RUN/f2fs.img" "$RUN/f2fs-s128.fsck" ||
-		echo fsck > "$RUN/f2fs-s128.rc"
-	stage f2fs-s128
-	fi
-
-	# 2. F2FS on memory-backed null_blk: completion in the submitter's
-	#    context (irqmode=0), in softirq (1) and from a timer (2)
-	make_f2fs_image "$RUN/f2fs.img" 64M	# ubd0 must exist; unused
-	for irq in 0 1 2; do
-		want "nullblk-irq$irq" || continue
-		UML_EXTRA="T_DEV=/dev/nullb0 T_MKFS=1 null_blk.nr_devices=1
-null_blk.memory_backed=1 null_blk.gb=1 null_blk.bs=4096 null_blk.irqmode=$irq" \
-			uml_boot "$KERNEL" "nullblk-irq$irq" quick "$RUN" \
-			"$RUN/f2fs.img" 600 768M
-		stage "nullblk-irq$irq"
-	done
-
-	# 3. the raw block device, ext2, exFAT, ext4 and xfs
-	if want blockfs; then
-	truncate -s 0 "$RUN/raw.img"
-	truncate -s 64M "$RUN/raw.img"
-	make_blockfs_images "$RUN"
-	UML_EXTRA="ubd1=$RUN/ext2.img ubd2=$RUN/exfat.img ubd3=$RUN/ext4.img
-ubd4=$RUN/xfs.img" \
-		uml_boot "$KERNEL" blockfs blockfs "$RUN" "$RUN/raw.img" 600
-	stage blockfs
-	rm -f "$RUN"/{raw,ext2,exfat,ext4,xfs}.img
-	fi
-
-	run_fuse_pt
-	run_dcfs_stages
+	S='' UML_WB='' run_patched
+	# every stage that switches the flusher off, again with the defaults
+	# (not f2fs-s128, nowait-block, meta: they leave the knobs alone)
+	S=-wbdef UML_WB=default run_patched
 	;;
 esac
 
 rm -f "$RUN/f2fs.img"
-echo "kernel-tests ($variant): $pass passed, $fail failed, $skip skipped ($(( $(date +%s) - t_start ))s)"
-[ $fail -eq 0 ]
+stages_done "$variant"

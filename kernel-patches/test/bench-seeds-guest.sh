@@ -5,7 +5,7 @@
 #   B_SEED    003 | 004 | 001
 #   B_KERNEL  label of the kernel (before / after), copied into every line
 #   B_ROUNDS  rounds per cell (3)
-# 003: B_DEV (/dev/ubdb, ~2x guest RAM), B_CG_MAX (255852544)
+# 003: B_DEV (${DISK:-/dev/ubd}b, ~2x guest RAM), B_CG_MAX (255852544)
 # 004: B_FIO_SIZE (256M), B_RUNTIME (10 s per iodepth)
 # 001: B_MKFS_S ("1 128": mkfs.f2fs -s values to run)
 # fs:  B_FS (f2fs,ext4,xfs), B_SIZES (4096,65536,1048576), B_MIB (256),
@@ -54,7 +54,7 @@ runfio() {	# json-file fio-args...
 
 case $B_SEED in
 003)
-	dev=${B_DEV:-/dev/ubdb}
+	dev=${B_DEV:-${DISK:-/dev/ubd}b}
 	bytes=$(blockdev --getsize64 "$dev")
 	mib=$((bytes / 1048576))
 	echo "== device $dev: $mib MiB"

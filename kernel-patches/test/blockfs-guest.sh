@@ -14,10 +14,10 @@ reset_min_ratio() {
 	for f in /sys/class/bdi/*/min_ratio; do echo 0 > "$f"; done
 }
 
-"$bin/dontcache_test" bdev /dev/ubda || rc=1
+"$bin/dontcache_test" bdev ${DISK:-/dev/ubd}a || rc=1
 reset_min_ratio
 
-for spec in ext2:/dev/ubdb exfat:/dev/ubdc ext4:/dev/ubdd xfs:/dev/ubde; do
+for spec in ext2:${DISK:-/dev/ubd}b exfat:${DISK:-/dev/ubd}c ext4:${DISK:-/dev/ubd}d xfs:${DISK:-/dev/ubd}e; do
 	fs=${spec%%:*} dev=${spec#*:}
 	echo "== $fs on $dev"
 	if ! mount -t "$fs" "$dev" "$mnt"; then

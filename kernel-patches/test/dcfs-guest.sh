@@ -42,14 +42,17 @@ dd_write() {
 mkdir -p "$backing" "$mp"
 # Flusher off (as in dontcache_test run): only the RWF_DONTCACHE writes
 # and their kick can get the backing file's pages written back and dropped.
-echo 0 > /proc/sys/vm/dirty_writeback_centisecs
-echo 360000 > /proc/sys/vm/dirty_expire_centisecs
-echo 90 > /proc/sys/vm/dirty_ratio
-echo 80 > /proc/sys/vm/dirty_background_ratio
+# T_WB=default: the kernel's settings (periodic writeback on) instead.
+if [ "${T_WB:-off}" != default ]; then
+	echo 0 > /proc/sys/vm/dirty_writeback_centisecs
+	echo 360000 > /proc/sys/vm/dirty_expire_centisecs
+	echo 90 > /proc/sys/vm/dirty_ratio
+	echo 80 > /proc/sys/vm/dirty_background_ratio
+fi
 # a fresh device's share of the background threshold is ~0 (see
 # dontcache_test.c flusher_off())
 echo 50 > "/sys/class/bdi/$(stat -c %Hd:%Ld "$mnt")/min_ratio"
-echo "dcfs: flusher off: writeback_centisecs=$(cat /proc/sys/vm/dirty_writeback_centisecs) expire_centisecs=$(cat /proc/sys/vm/dirty_expire_centisecs) bdi min_ratio=$(cat "/sys/class/bdi/$(stat -c %Hd:%Ld "$mnt")/min_ratio")"
+echo "dcfs: writeback ${T_WB:-off}: writeback_centisecs=$(cat /proc/sys/vm/dirty_writeback_centisecs) expire_centisecs=$(cat /proc/sys/vm/dirty_expire_centisecs) bdi min_ratio=$(cat "/sys/class/bdi/$(stat -c %Hd:%Ld "$mnt")/min_ratio")"
 printf '[global]\ndefault = dontcache\nmin_size = 0\n' > "$cfg"
 echo "dcfs: $dcfs -f -o config=$cfg $backing $mp"
 dcfs_start "$dcfs" "$backing" "$mp" "$cfg" "$run/dcfs.log" || exit 1

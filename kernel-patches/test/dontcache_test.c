@@ -18,6 +18,9 @@
  *                                     truncate and umount (for KASAN and
  *                                     lockdep; passes if nothing fails and
  *                                     the kernel log stays clean)
+ *   dontcache_test nowaitblock MNT    B4: RWF_NOWAIT uncached writes while
+ *                                     another writeback holds F2FS's
+ *                                     writepages mutex (slow null_blk)
  *   dontcache_test gcwork MNT DEV ROUNDS
  *                                     write, delete, checkpoint and
  *                                     foreground-GC workload (F2FS), with a
@@ -106,21 +109,68 @@ static uint64_t resident(int fd)
 	return cs.nr_cache;
 }
 
-/* Dropping is asynchronous (writeback completion): poll with a deadline. */
+/*
+ * One more uncached request on the file system of @fd: a 4 KiB
+ * RWF_DONTCACHE write to a file of its own next to it.  Each uncached
+ * write asks the flusher for one pass sized by the dirty drop-behind
+ * count (patch 26, as upstream); older inodes can use such a pass up (a
+ * buffer_head file system's metadata in the block device inode, redirtied
+ * by every append), and then what the last request left waits for the
+ * next request or for periodic writeback.
+ */
+static void one_more_request(int fd)
+{
+	static unsigned char b[4096] __attribute__((aligned(4096)));
+	char link[64], dir[4096], p[4200];
+	struct iovec iov = { b, sizeof(b) };
+	ssize_t n;
+	int nfd;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, dir, sizeof(dir) - 1);
+	if (n <= 0)
+		return;
+	dir[n] = 0;
+	if (strrchr(dir, '/'))
+		*strrchr(dir, '/') = 0;
+	snprintf(p, sizeof(p), "%s/.one-more-request", dir);
+	nfd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (nfd < 0)
+		return;
+	if (pwritev2(nfd, &iov, 1, 0, RWF_DONTCACHE) < 0)
+		perror("one more request");
+	close(nfd);
+	unlink(p);
+}
+
+/*
+ * Dropping is asynchronous (writeback completion): poll with a deadline.
+ * Dirty pages still there at the deadline get one more uncached request
+ * (one_more_request()) and as long again; the note says so.
+ */
 static int wait_resident(int fd, uint64_t want, double timeout, double *took,
 			 struct cs_stat *last)
 {
 	double t0 = now();
+	int asked = 0;
 
 	for (;;) {
 		if (cachestat(fd, last))
 			die("cachestat");
 		if (last->nr_cache == want) {
 			*took = now() - t0;
+			if (asked)
+				printf("note: written back after one more uncached request\n");
 			return 1;
 		}
-		if (now() - t0 > timeout)
-			return 0;
+		if (now() - t0 > timeout * (asked + 1)) {
+			if (asked || want || !last->nr_dirty)
+				return 0;
+			printf("note: %llu dirty pages left after %.0f s: one more uncached request\n",
+			       (unsigned long long)last->nr_dirty, timeout);
+			one_more_request(fd);
+			asked = 1;
+		}
 		usleep(20000);
 	}
 }
@@ -462,7 +512,15 @@ static void flusher_off(void)
 
 	struct stat st;
 	char p[128];
+	const char *wb = getenv("T_WB");
 
+	/* T_WB=default: the kernel's own writeback settings, periodic
+	 * writeback on (every stage runs both ways)
+	 */
+	if (wb && !strcmp(wb, "default")) {
+		printf("writeback: kernel defaults (periodic writeback on)\n");
+		return;
+	}
 	write_sysctl("dirty_writeback_centisecs", "0");
 	write_sysctl("dirty_expire_centisecs", "360000");
 	write_sysctl("dirty_ratio", "90");
@@ -543,7 +601,6 @@ static void test_appends(void)
 	test_append("app_split", split, 2);
 }
 
-static long long vmstat(const char *name);
 
 static volatile int compact_stop;
 
@@ -845,22 +902,6 @@ static int wait_file_resident(const char *file, double secs)
 }
 
 /* /proc/vmstat counter NAME, or -1 */
-static long long vmstat(const char *name)
-{
-	char line[256];
-	long long v = -1;
-	size_t n = strlen(name);
-	FILE *f = fopen("/proc/vmstat", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, name, n) && line[n] == ' ')
-			v = atoll(line + n + 1);
-	fclose(f);
-	return v;
-}
-
 static void print_vmstat(const char *when)
 {
 	printf("vmstat %s: dropbehind_defer %lld dropbehind_defer_fail %lld "
@@ -1312,6 +1353,97 @@ static int gcwork(const char *dev, int rounds)
 	return failed ? 1 : 0;
 }
 
+/*
+ * nowaitblock (B4): an RWF_NOWAIT | RWF_DONTCACHE overwrite must not sleep
+ * on the F2FS writepages mutex.  Another thread holds it: the writeback
+ * of 16 MiB of buffered dirty data (sync_file_range(WRITE), WB_SYNC_NONE,
+ * which F2FS serialises on sbi->writepages) to a slow device (null_blk
+ * completing after 20 ms, one request at a time: seconds of submission).
+ * The non-blocking uncached write meanwhile must return (written or
+ * EAGAIN) in well under that.  A kernel that submits an uncached write's
+ * own writeback from the writer (the single-CPU path the series once
+ * had) waited for the mutex.
+ */
+struct syncer {
+	int fd;
+	double took;
+};
+
+static void *syncer_fn(void *arg)
+{
+	struct syncer *sy = arg;
+	double t0 = now();
+
+	if (sync_file_range(sy->fd, 0, 0, SYNC_FILE_RANGE_WRITE))
+		perror("sync_file_range");
+	sy->took = now() - t0;
+	return NULL;
+}
+
+static int nowait_block(void)
+{
+	struct syncer sy;
+	pthread_t t;
+	unsigned char *b;
+	int fd, big, worst_eagain = 0, written = 0;
+	double t0, took, worst = 0;
+	ssize_t n;
+	int i;
+
+	if (posix_memalign((void **)&b, PAGE, MIB))
+		die("posix_memalign");
+	fill(b, MIB, 0, 7);
+	fd = open_file("nowait-target", O_RDWR | O_CREAT | O_TRUNC);
+	for (i = 0; i < 4; i++)
+		if (pwrite(fd, b, MIB, i * MIB) != (ssize_t)MIB)
+			die("nowait-target");
+	if (fsync(fd))
+		die("fsync");
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	big = open_file("nowait-big", O_RDWR | O_CREAT | O_TRUNC);
+	for (i = 0; i < 16; i++)
+		if (pwrite(big, b, MIB, i * MIB) != (ssize_t)MIB)
+			die("nowait-big");
+	sy.fd = big;
+	pthread_create(&t, NULL, syncer_fn, &sy);
+	usleep(300000);
+	/*
+	 * 64 KiB overwrites (no allocation, no read): each would kick.  A
+	 * non-blocking write that has to update the file times is refused
+	 * (kiocb_modified()), so set them to now just before: within the
+	 * same clock tick the write finds nothing to update.
+	 */
+	for (i = 0; i < 8; i++) {
+		futimens(fd, NULL);
+		t0 = now();
+		n = rw2(fd, b, 64 * KIB, i * 64 * KIB, RWF_NOWAIT | RWF_DONTCACHE, 1);
+		took = now() - t0;
+		if (n < 0 && errno != EAGAIN)
+			die("RWF_NOWAIT | RWF_DONTCACHE write");
+		written += n > 0;
+		if (took > worst) {
+			worst = took;
+			worst_eagain = n < 0;
+		}
+	}
+	pthread_join(t, NULL);
+	printf("nowaitblock: the writeback of 16 MiB took %.2f s; slowest of 8 RWF_NOWAIT|RWF_DONTCACHE 64 KiB writes meanwhile %.3f s (%s)\n",
+	       sy.took, worst, worst_eagain ? "EAGAIN" : "written");
+	check(sy.took > 1.0, "nowaitblock: the competing writeback held the device for more than 1 s (%.2f s)",
+	      sy.took);
+	/* all EAGAIN (e.g. dirty throttling) would prove nothing */
+	check(written > 0, "nowaitblock: %d of 8 writes were written, not refused",
+	      written);
+	check(worst < 0.25 * sy.took,
+	      "nowaitblock: no RWF_NOWAIT uncached write waited for it (slowest %.3f s of %.2f s)",
+	      worst, sy.took);
+	close(fd);
+	close(big);
+	free(b);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const size_t sizes[] = {
@@ -1349,6 +1481,10 @@ int main(int argc, char **argv)
 	}
 	if (argc == 3 && !strcmp(argv[1], "bdev"))
 		return bdev(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "nowaitblock")) {
+		mnt = argv[2];
+		return nowait_block();
+	}
 	if (argc != 6 || strcmp(argv[1], "run")) {
 		fprintf(stderr, "usage: %s control MNT | "
 			"run MNT DEV F2FS_SYSFS_DIR HOSTFS_DIR\n", argv[0]);

@@ -12,13 +12,16 @@ bin=$1 mnt=$2 rc=0
 t=$bin/fuse_pt_test
 backing=$mnt/fuse-pt-backing
 
-# Flusher off (as in dcfs-guest.sh): only the uncached writes' own kick can
+# Flusher off (as in dcfs-guest.sh) unless T_WB=default: only the uncached writes' own kick can
 # get the backing files written back and dropped, so 0 resident pages after
 # the writes is their doing, not the periodic flusher's.
-echo 0 > /proc/sys/vm/dirty_writeback_centisecs
-echo 360000 > /proc/sys/vm/dirty_expire_centisecs
-echo 90 > /proc/sys/vm/dirty_ratio
-echo 80 > /proc/sys/vm/dirty_background_ratio
+# T_WB=default: the kernel's settings (periodic writeback on) instead.
+if [ "${T_WB:-off}" != default ]; then
+	echo 0 > /proc/sys/vm/dirty_writeback_centisecs
+	echo 360000 > /proc/sys/vm/dirty_expire_centisecs
+	echo 90 > /proc/sys/vm/dirty_ratio
+	echo 80 > /proc/sys/vm/dirty_background_ratio
+fi
 
 run() {	# fuse_pt_test arguments
 	echo "-- fuse_pt_test $*"
@@ -51,14 +54,33 @@ on_fs() {
 
 if [ "${T_FUSE_PT:-patched}" = control ]; then
 	run offer expect-no
-	on_fs f2fs /dev/ubda unnegotiated
+	on_fs f2fs ${DISK:-/dev/ubd}a unnegotiated
 	exit $rc
 fi
 
+# T_FUSE_PT=attrrace: only B2's case, on xfs
+if [ "${T_FUSE_PT:-patched}" = attrrace ]; then
+	on_fs xfs ${DISK:-/dev/ubd}c attrrace
+	exit $rc
+fi
+
+# The private extensions are offered only while the fuse module parameter
+# passthrough_private is on (guest-init.sh turns it on): B3.
+param=/sys/module/fuse/parameters/passthrough_private
+if [ -e "$param" ]; then
+	echo N > "$param"
+	echo "fuse.passthrough_private=$(cat "$param")"
+else
+	echo "FAIL: no $param"
+	rc=1
+fi
+run offer expect-no
+[ ! -e "$param" ] || echo Y > "$param"
+echo "fuse.passthrough_private=$(cat "$param" 2>/dev/null)"
 run offer expect-yes
-on_fs f2fs /dev/ubda uncached mixed unnegotiated dio
-on_fs ext4 /dev/ubdb uncached mixed unnegotiated
-on_fs xfs /dev/ubdc uncached mixed unnegotiated
+on_fs f2fs ${DISK:-/dev/ubd}a uncached mixed unnegotiated dio
+on_fs ext4 ${DISK:-/dev/ubd}b uncached mixed unnegotiated
+on_fs xfs ${DISK:-/dev/ubd}c uncached mixed unnegotiated attrrace
 
 echo "== tmpfs (no RWF_DONTCACHE)"
 if mount -t tmpfs -o size=64m tmpfs "$mnt"; then

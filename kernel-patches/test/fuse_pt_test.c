@@ -24,7 +24,9 @@
  *       uncached open fails with EIO, a plain passthrough open works
  *   fuse_pt_test unnegotiated BACKINGDIR
  *       the server does not accept the INIT offer but sets the open flags
- *       anyway: those opens fail with EIO, plain passthrough opens work
+ *       anyway: passthrough opens with them fail with EIO, plain
+ *       passthrough opens work, and an open without FOPEN_PASSTHROUGH
+ *       ignores them (unknown bits, as in mainline)
  *   fuse_pt_test dio BACKINGDIR
  *       no passthrough: the server serves READ and WRITE from the backing
  *       files (FUSE_ASYNC_DIO accepted).  A direct write (FOPEN_DIRECT_IO
@@ -34,6 +36,11 @@
  *       has answered that READ.  Once the write has completed, a buffered
  *       read through the other open must return the new data (patch 0024;
  *       queued O_DIRECT writes failed this before it)
+ *   fuse_pt_test attrrace BACKINGDIR
+ *       B2: FUSE_PASSTHROUGH_ATTR with a 60 s attribute timeout; two
+ *       extending O_DIRECT writes at once by io_submit() on a passthrough
+ *       file, 300 times: after each pair the FUSE inode's size must be the
+ *       backing file's (no older attribute snapshot stored last)
  *
  * The program is its own FUSE server (one thread, read()/writev() on
  * /dev/fuse), mounted with mount(2) on a fresh directory in /tmp.  Its root
@@ -193,6 +200,10 @@ static struct {
 	int nnodes;
 } srv;
 
+/* "attrrace": accept FUSE_PASSTHROUGH_ATTR, attributes valid this long */
+static bool opt_accept_attr;
+static unsigned int opt_attr_secs;
+
 static unsigned int op_count(unsigned int opcode)
 {
 	return atomic_load(&srv.ops[opcode < N_OPCODES ? opcode : N_OPCODES]);
@@ -292,7 +303,9 @@ static void reply_entry(const struct fuse_in_header *in, struct node *n,
 			const struct stat *st, const void *open_out,
 			size_t open_len)
 {
-	struct fuse_entry_out e = { .nodeid = nodeid_of(n), .generation = 1 };
+	struct fuse_entry_out e = { .nodeid = nodeid_of(n), .generation = 1,
+				    .entry_valid = opt_attr_secs,
+				    .attr_valid = opt_attr_secs };
 
 	fill_attr(&e.attr, st, e.nodeid);
 	reply(in, 0, &e, sizeof(e), open_out, open_len);
@@ -313,6 +326,8 @@ static void do_init(const struct fuse_in_header *in,
 	want = FUSE_INIT_EXT | PT_INIT_PASSTHROUGH;
 	if (srv.accept_dontcache)
 		want |= PT_INIT_DONTCACHE;
+	if (opt_accept_attr)
+		want |= PT_INIT_ATTR;
 	if (srv.serve_data)
 		want |= FUSE_ASYNC_DIO;
 	want &= offer;
@@ -369,6 +384,7 @@ static void do_getattr(const struct fuse_in_header *in)
 		return;
 	}
 	fill_attr(&out.attr, &st, in->nodeid);
+	out.attr_valid = opt_attr_secs;
 	reply(in, 0, &out, sizeof(out), NULL, 0);
 }
 
@@ -1564,11 +1580,34 @@ static int refuse(const char *backing)
 	return summary();
 }
 
+/*
+ * Without FUSE_PASSTHROUGH_DONTCACHE the private open bits are bits the
+ * kernel does not know: a passthrough open with them fails (as mainline
+ * refuses unknown flags there), any other open ignores them (as mainline
+ * ignores unknown FOPEN bits).  B3: the series failed the latter too.
+ */
+static void expect_ignored(const char *why)
+{
+	const char *name = "ignored";
+	int fd;
+
+	make_backing_file(name, MIB, name_seed(name));
+	fd = pt_open(name, O_RDONLY, PT_FOPEN_DONTCACHE);
+	check(fd >= 0, "%s: a non-passthrough open with DONTCACHE_READ|"
+	      "DONTCACHE_WRITE opens, the bits ignored as unknown (%s)", why,
+	      fd < 0 ? strerror(errno) : "ok");
+	if (fd >= 0)
+		close(fd);
+	unlinkat(srv.dir, name, 0);
+}
+
 static int unnegotiated(const char *backing)
 {
 	server_start(backing, false, false);
-	if (check_negotiated(false))
+	if (check_negotiated(false)) {
 		expect_refused("FUSE_PASSTHROUGH_DONTCACHE not negotiated");
+		expect_ignored("FUSE_PASSTHROUGH_DONTCACHE not negotiated");
+	}
 	server_stop();
 	return summary();
 }
@@ -1725,9 +1764,103 @@ static int usage(void)
 {
 	fprintf(stderr,
 		"usage: fuse_pt_test offer [expect-yes|expect-no]\n"
-		"       fuse_pt_test uncached|mixed|refuse|unnegotiated|dio "
-		"BACKINGDIR\n");
+		"       fuse_pt_test uncached|mixed|refuse|unnegotiated|dio|"
+		"attrrace BACKINGDIR\n");
 	return 2;
+}
+
+/*
+ * "attrrace" (B2): the server accepts FUSE_PASSTHROUGH_ATTR and lets
+ * attributes stay valid for 60 s; a passthrough file gets two extending
+ * O_DIRECT writes at once by io_submit(), ATTR_ROUNDS times: both start
+ * at EOF (a write past EOF would make xfs zero the gap and wait for the
+ * other first), one 4 KiB, one 8 KiB long, the same data.  Their
+ * completions run from a workqueue, concurrently, and each copies the
+ * backing inode's attributes into the FUSE inode.  Once both completed,
+ * the FUSE inode's size (fstat, lseek(SEEK_END): the cached attributes,
+ * no GETATTR within the timeout) must be the backing file's; a snapshot
+ * read before the other write completed but stored after it shows a size
+ * that went backwards.
+ */
+#define ATTR_ROUNDS 300
+#define ATTR_REQ 4096
+
+static int attr_race(const char *backing)
+{
+	struct iocb cb[2], *cbp[2] = { &cb[0], &cb[1] };
+	struct io_event ev[2];
+	aio_context_t ctx = 0;
+	int fd, r, i, got, behind = 0, seek_behind = 0, errs = 0;
+	off_t want, seek;
+	unsigned char *buf;
+	struct stat st;
+	uint64_t acc;
+
+	opt_accept_attr = true;
+	opt_attr_secs = 60;
+	server_start(backing, false, false);
+	acc = atomic_load(&srv.accepted);
+	print_offer();
+	check(!!(acc & PT_INIT_ATTR), "INIT: FUSE_PASSTHROUGH_ATTR accepted "
+	      "(reply flags 0x%016llx)", (unsigned long long)acc);
+	if (!(acc & PT_INIT_ATTR))
+		goto out;
+	if (posix_memalign((void **)&buf, PAGE, 2 * ATTR_REQ))
+		die("posix_memalign");
+	memset(buf, 0x5a, 2 * ATTR_REQ);	/* both requests write it */
+	fd = pt_open("attrrace", O_CREAT | O_TRUNC | O_RDWR | O_DIRECT,
+		     PT_FOPEN_PASSTHROUGH);
+	if (fd < 0 || syscall(SYS_io_setup, 8, &ctx))
+		die("attrrace open / io_setup");
+	for (r = 0; r < ATTR_ROUNDS; r++) {
+		for (i = 0; i < 2; i++) {
+			memset(&cb[i], 0, sizeof(cb[i]));
+			cb[i].aio_fildes = fd;
+			cb[i].aio_lio_opcode = IOCB_CMD_PWRITE;
+			cb[i].aio_buf = (uintptr_t)buf;
+			cb[i].aio_nbytes = (i + 1) * ATTR_REQ;
+			cb[i].aio_offset = 2 * r * ATTR_REQ;
+		}
+		if (syscall(SYS_io_submit, ctx, 2, cbp) != 2)
+			die("io_submit");
+		for (got = 0; got < 2; ) {
+			int n = syscall(SYS_io_getevents, ctx, 1, 2 - got,
+					ev + got, NULL);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				die("io_getevents");
+			got += n;
+		}
+		errs += ev[0].res + ev[1].res != 3 * ATTR_REQ;
+		want = (off_t)(2 * r + 2) * ATTR_REQ;
+		if (fstat(fd, &st))
+			die("fstat");
+		behind += st.st_size < want;
+		seek = lseek(fd, 0, SEEK_END);
+		seek_behind += seek < want;
+		if (st.st_size < want && behind <= 3)
+			printf("  round %d: size %lld, lseek(SEEK_END) %lld, "
+			       "backing %lld\n", r, (long long)st.st_size,
+			       (long long)seek, (long long)want);
+	}
+	check(!errs, "attrrace: %d rounds of two extending O_DIRECT "
+	      "io_submit() writes completed (%d short)", ATTR_ROUNDS, errs);
+	check(!behind && !seek_behind, "attrrace: the FUSE inode's size "
+	      "behind the backing file's after %d of %d rounds (fstat), %d "
+	      "(lseek SEEK_END)", behind, ATTR_ROUNDS, seek_behind);
+	printf("attrrace: %u GETATTR requests at the server\n",
+	       op_count(FUSE_GETATTR));
+	syscall(SYS_io_destroy, ctx);
+	close(fd);
+	free(buf);
+	unlinkat(srv.dir, "attrrace", 0);
+out:
+	server_stop();
+	opt_accept_attr = false;
+	opt_attr_secs = 0;
+	return summary();
 }
 
 int main(int argc, char **argv)
@@ -1747,5 +1880,7 @@ int main(int argc, char **argv)
 		return unnegotiated(argv[2]);
 	if (!strcmp(argv[1], "dio"))
 		return dio(argv[2]);
+	if (!strcmp(argv[1], "attrrace"))
+		return attr_race(argv[2]);
 	return usage();
 }

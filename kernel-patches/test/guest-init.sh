@@ -1,12 +1,17 @@
 #!/bin/sh
-# PID 1 of the UML guest (root is the host's / on hostfs).  Parameters come
-# from the kernel command line as environment variables:
+# PID 1 of the test guests: UML (root is the host's / on hostfs, read-write)
+# and x86-64 under QEMU (scripts/qemu-x86.sh: the host's / over 9p,
+# read-only, the results directory T_RUN mounted over itself from the 9p
+# share "out").  Parameters come from the kernel command line as
+# environment variables:
 #   T_MODE   run | quick | control | bench | dcfs | blockfs | script
 #   T_SCRIPT (T_MODE=script) the script in T_RUN to run; it sets up its own
 #            devices, nothing is mounted first
 #   T_RUN    host directory for results (visible through hostfs)
 #   T_NAME   name used for result files
-#   T_DEV    block device holding the F2FS (default /dev/ubda)
+#   T_DISK   prefix of the disks' device names: /dev/ubd (UML, default) or
+#            /dev/vd (virtio); exported to the stage scripts as DISK
+#   T_DEV    block device holding the F2FS (default ${DISK}a)
 #   T_MKFS   1: make the F2FS on T_DEV first (e.g. a null_blk device)
 #   T_RACE   rounds of the unlink/truncate/umount race after "run" (3)
 #   T_GCWORK rounds of the write/delete/GC workload after the race (0)
@@ -16,7 +21,18 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
+mount -t devtmpfs devtmpfs /dev 2>/dev/null	# x86: mounted already
+DISK=${T_DISK:-/dev/ubd}
+export DISK
+# the series' private FUSE passthrough extensions (dcfs uses them) are off
+# unless asked for; the patched kernels' stages want them
+p=/sys/module/fuse/parameters/passthrough_private
+[ ! -e $p ] || [ "${T_FUSE_PRIVATE:-1}" = 0 ] || echo Y > $p
+# QEMU: the results directory is the host's, shared read-write as "out"
+if [ "${T_DISK:-}" = /dev/vd ]; then
+	mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 out "$T_RUN" ||
+		echo "guest: mounting the 9p share out on $T_RUN failed"
+fi
 # Private /tmp and /run, unless the results directory or this repository
 # live there (a cache or a clone under /tmp): then keep the host's.
 kp=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,7 +48,7 @@ rc=1
 mnt=$T_RUN/mnt
 bin=$T_RUN/bin
 
-dev=${T_DEV:-/dev/ubda}
+dev=${T_DEV:-${DISK}a}
 echo "guest: $(uname -r) mode=$T_MODE dev=$dev" > "$out"
 if [ "${T_MKFS:-0}" = 1 ]; then
 	echo "guest: mkfs.f2fs $dev ($(cat /sys/block/${dev#/dev/}/queue/logical_block_size)-byte blocks)" >> "$out"
@@ -90,5 +106,7 @@ echo "$rc" > "$T_RUN/$T_NAME.rc"
 sync
 echo "guest: done rc=$rc, powering off"
 echo o > /proc/sysrq-trigger
-sleep 5
-poweroff -f
+# Wait for the power-off without running another program: on x86 it
+# tears down the 9p root first, an exec would fail and PID 1's exit
+# would panic the kernel ("Attempted to kill init").
+while :; do :; done

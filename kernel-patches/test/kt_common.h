@@ -2,8 +2,8 @@
 /*
  * What the guest test programs (dontcache_test.c, fuse_pt_test.c) share:
  * PASS/FAIL lines and their count, a monotonic clock, a mixer for
- * deterministic file content, and cachestat(2), which the host's C library
- * does not wrap.  Each program is one static binary including this.
+ * deterministic file content, cachestat(2), which the host's C library
+ * does not wrap, and /proc/vmstat counters.  Each program is one static binary including this.
  */
 #ifndef KT_COMMON_H
 #define KT_COMMON_H
@@ -83,6 +83,23 @@ static int cachestat_range(int fd, uint64_t off, uint64_t len,
 	struct cs_range r = { off, len };
 
 	return syscall(NR_CACHESTAT, fd, &r, cs, 0);
+}
+
+/* a counter of /proc/vmstat, -1 if there is none */
+static inline long long vmstat(const char *name)
+{
+	char line[256];
+	long long v = -1;
+	size_t n = strlen(name);
+	FILE *f = fopen("/proc/vmstat", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, name, n) && line[n] == ' ')
+			v = atoll(line + n + 1);
+	fclose(f);
+	return v;
 }
 
 #endif

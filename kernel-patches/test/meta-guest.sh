@@ -49,12 +49,12 @@ top=$(mktemp -d /tmp/meta.XXXXXX)
 chmod 755 "$top"	# uid 1000 writes below it (set-id checks)
 ext4=$top/e
 mkdir -p "$ext4"
-mount -t ext4 /dev/ubdb "$ext4" || { echo "FAIL: mount ext4 /dev/ubdb"; exit 1; }
+mount -t ext4 ${DISK:-/dev/ubd}b "$ext4" || { echo "FAIL: mount ext4 ${DISK:-/dev/ubd}b"; exit 1; }
 backing=$ext4/b
 native=$ext4/n
 mp=$top/m
 mkdir -p "$backing/tree" "$native" "$mp"
-echo "meta: $(uname -r), ext4 on /dev/ubdb, $(nproc) CPU, dcfs $dcfs"
+echo "meta: $(uname -r), ext4 on ${DISK:-/dev/ubd}b, $(nproc) CPU, dcfs $dcfs"
 
 # "opcode count" lines of dcfs's request counters
 op_counts() {

@@ -15,7 +15,8 @@
  * (cachestat).  Periodic writeback should be off (the caller's job), so
  * that only the uncached write's own request can write the pages back.
  * With "nosync" the child only sleeps (the control).  Prints one line per
- * round and a summary "rounds=R left=L pages=P".
+ * round and a summary "rounds=R left=L pages=P"; W_SETTLE_MS: see
+ * settle().
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -51,6 +52,43 @@ static void syncer(const char *dir, int nosync)
 			_exit(1);
 		buf[0]++;
 	}
+}
+
+/*
+ * W_SETTLE_MS (environment, default 0: skip): wait that long more, then
+ * count again the files that are still dirty.  With periodic writeback
+ * on, what the uncached writes' own requests left must be gone by then
+ * (dirty_expire_centisecs plus a few flusher intervals): exit status 1 if
+ * not.
+ */
+static int settle(const char *dir, int rounds)
+{
+	const char *env = getenv("W_SETTLE_MS");
+	int ms = env ? atoi(env) : 0, r, left = 0;
+	unsigned long long pages = 0;
+
+	if (ms <= 0)
+		return 0;
+	usleep((useconds_t)ms * 1000);
+	for (r = 0; r < rounds; r++) {
+		struct dcfs_cachestat cs;
+		char path[512];
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/dc.%d", dir, r);
+		fd = open(path, O_RDONLY);
+		if (fd < 0 || dcfs_cachestat(fd, 0, 0, &cs) < 0) {
+			perror(path);
+			return 1;
+		}
+		if (cs.nr_dirty) {
+			left++;
+			pages += cs.nr_dirty;
+		}
+		close(fd);
+	}
+	printf("settled: %d ms later left=%d pages=%llu\n", ms, left, pages);
+	return left ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -116,5 +154,5 @@ int main(int argc, char **argv)
 		close(fd);
 	}
 	printf("rounds=%d left=%d pages=%llu\n", rounds, left, pages);
-	return 0;
+	return settle(argv[1], rounds);
 }
