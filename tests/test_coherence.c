@@ -38,6 +38,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/aio_abi.h>
 #include <linux/falloc.h>
 #include <pthread.h>
@@ -529,15 +530,17 @@ END_TEST
  * passthrough where the kernel offers it.
  */
 enum sp { SP_WRITE, SP_STREAM, SP_AUTO, SP_CACHE, SP_ODIRECT, SP_AIO, SP_ADOPT, SP_SPLICE,
-	  SP_CFR, SP_FALLOC, SP_PUNCH, SP_ZERO, SP_FTRUNC, SP_OTRUNC, SP_MAPWRITE, SP_N };
+	  SP_CFR, SP_FALLOC, SP_PUNCH, SP_ZERO, SP_FTRUNC, SP_OTRUNC, SP_MAPWRITE, SP_HANDOFF,
+	  SP_N };
 static const char *const sp_names[] = { "write", "write (stream)", "write (auto)",
 					"write (cache)", "O_DIRECT write", "AIO O_DIRECT write",
 					"4000 + 1 MiB writes (stream)", "splice", "copy_file_range",
 					"fallocate", "punch hole", "zero range", "ftruncate",
-					"O_TRUNC open", "MAP_SHARED write" };
+					"O_TRUNC open", "MAP_SHARED write",
+					"write (cache) after root's open and setuid" };
 static const char *const sp_comm[] = { NULL, "cohstream", "cohauto", "cohcache", NULL,
 				       "cohstream", "cohstream", "cohcache", NULL, NULL, NULL,
-				       NULL, NULL, NULL, "cohcache" };
+				       NULL, NULL, NULL, "cohcache", "cohcache" };
 
 struct sp_arg {
 	const char *path, *src;
@@ -649,6 +652,30 @@ static long sp_op_as_user(void *p)
 	return r;
 }
 
+/*
+ * The write in a child running as the unprivileged user; SP_HANDOFF: the
+ * child opens the file as root and writes after giving its privileges up,
+ * as a daemon that drops them after opening its files does.
+ */
+static struct res sp_run(struct sp_arg *a)
+{
+	if (a->op != SP_HANDOFF)
+		return run_as(TEST_UID, TEST_GID, sp_op_as_user, a);
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open_named(a->path, O_WRONLY, sp_comm[a->op]);
+		if (fd < 0 || setgroups(0, NULL) < 0 || setresgid(TEST_GID, TEST_GID, TEST_GID) < 0 ||
+		    setresuid(TEST_UID, TEST_UID, TEST_UID) < 0)
+			_exit(2);
+		_exit(pwrite(fd, "h", 1, 100) == 1 && close(fd) == 0 ? 0 : 3);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	struct res r = { WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1, EIO };
+	return r;
+}
+
 /* A file of 8 KiB with mode, owned by the test user or by root. */
 static void sp_make(const char *path, mode_t mode, bool users)
 {
@@ -690,12 +717,12 @@ START_TEST(coh_setid_write_paths)
 			ck_assert_int_eq(mode_only(CMNT(rel)), modes[m].mode);
 			ck_assert_int_eq(mode_only(CMNT(rel)), modes[m].mode);
 			struct sp_arg a = { CMNT(rel), CMNT("sid/src"), (enum sp)op };
-			struct res r = run_as(TEST_UID, TEST_GID, sp_op_as_user, &a);
+			struct res r = sp_run(&a);
 			ck_assert_msg(r.ret >= 0, "%s as %d through the mount: %s", sp_names[op],
 				      TEST_UID, res_str(r));
 			mode_t got = mode_only(CMNT(rel)), bk = mode_only(CEXP(rel));
 			a = (struct sp_arg){ nat, src, (enum sp)op };
-			r = run_as(TEST_UID, TEST_GID, sp_op_as_user, &a);
+			r = sp_run(&a);
 			ck_assert_msg(r.ret >= 0, "%s as %d natively: %s", sp_names[op], TEST_UID,
 				      res_str(r));
 			mode_t want = mode_only(nat);

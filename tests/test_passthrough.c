@@ -623,7 +623,7 @@ START_TEST(pt_creds_setid)
 	ck_assert_int_eq(pread(ro, &b, 1, 0), 1);
 	ck_assert_int_eq(b, 'y');
 	close(ro);
-	/* 3: root's own passthrough write keeps them, as natively */
+	/* 3: root's own write keeps them, as natively (forwarded too: see 1) */
 	setid_file("c/k3.dat");
 	int w = open_ok(PMNT("c/k3.dat"), O_WRONLY);
 	ck_assert_int_eq(pwrite(w, "r", 1, 0), 1);

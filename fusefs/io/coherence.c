@@ -72,8 +72,8 @@
  *      before its reply if any bit went: the kernel itself only refreshes
  *      size and times, so statx() for the mode alone showed the old bits
  *      (#6; issue 38 #3: also when one of two bits stays).  A writer of a
- *      set-id file without CAP_FSETID gets no kernel passthrough I/O, so
- *      that its writes come here (passthrough.c).
+ *      set-id file gets no kernel passthrough I/O, so that its writes come
+ *      here (passthrough.c).
  *   5. An outside change drops F at the next open (before open returns)
  *      or stat, and D's windows through data_gen.
  *   6. Release of a stream drops what it left in F and B; an auto handle's

@@ -389,8 +389,7 @@ static uint32_t uncached_flags(const struct dcfs_file *f, bool reads,
  * deferred handles need the daemon to see the stream.
  */
 static enum wish wish_of(const struct dcfs_file *f,
-			 const struct fuse_file_info *fi, bool root_caller,
-			 uint32_t *uncached)
+			 const struct fuse_file_info *fi, uint32_t *uncached)
 {
 	int acc = f->flags & O_ACCMODE;
 	bool reads = acc != O_WRONLY, writes = acc != O_RDONLY;
@@ -402,9 +401,11 @@ static enum wish wish_of(const struct dcfs_file *f,
 	 * The backing filesystem clears set-id bits at a write by a caller
 	 * without CAP_FSETID, and the kernel does not tell: its own attributes
 	 * would keep the bits until they time out.  Such writes come to the
-	 * daemon, which drops them at once (coh_mode_may_change()).
+	 * daemon, which drops them at once (coh_mode_may_change()).  Root's
+	 * opens too: the kernel would write with the opener's credentials, and
+	 * a process that drops its privileges after opening writes as itself.
 	 */
-	if (writes && f->pt.setid0 && !root_caller)
+	if (writes && f->pt.setid0)
 		return WISH_CACHED;
 	/* A streaming reader the kernel can serve: dropbehind.c trails it. */
 	if (f->pt.dropbehind_wish && !writes)
@@ -424,9 +425,8 @@ static bool writable(const struct dcfs_file *f)
 void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 		      struct fuse_file_info *fi)
 {
-	bool root_caller = fuse_req_ctx(req)->uid == 0;
 	uint32_t uncached;
-	enum wish wish = wish_of(f, fi, root_caller, &uncached);
+	enum wish wish = wish_of(f, fi, &uncached);
 	struct pt_ident me;
 	struct pt_node *n;
 	int kind = PT_FWD, id;
@@ -452,7 +452,7 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 		atomic_fetch_add(&pt.opens_fwd, 1);
 		return;
 	}
-	ident_current(&me, dcfs.privileged && root_caller);
+	ident_current(&me, dcfs.privileged && fuse_req_ctx(req)->uid == 0);
 	if (n->backing_id > 0) {
 		kind = wish == WISH_KERNEL &&
 				       (!writable(f) || ident_equal(&me, &n->ident)) ?
