@@ -149,7 +149,9 @@ build() {
 	fi
 	# a package version that changes with the input, so apt sees a
 	# rebuilt kernel as an upgrade
-	pkgver="$(make -s -C "$src" O="$out" kernelversion)-$(date +%Y%m%d%H%M)+dcfs.$h"
+	# (--no-print-directory: under make -C, MAKELEVEL would add
+	# "Entering directory" lines to the output)
+	pkgver="$(make -s --no-print-directory -C "$src" O="$out" kernelversion)-$(date +%Y%m%d%H%M)+dcfs.$h"
 	rm -f "$dir"/*.deb "$dir"/*.buildinfo "$dir"/*.changes
 	# LOCALVERSION= : no "+" for a tree that is not at a tag; the
 	# release is 6.12.N-dcfs (CONFIG_LOCALVERSION)
@@ -167,6 +169,10 @@ build() {
 	log "$v kernel packages built in $(( $(date +%s) - start ))s"
 }
 
+# (lsmod_output's die would only end build()'s command substitutions)
+if [ "$cfg" = localmod ]; then
+	lsmod_output > /dev/null || exit 1
+fi
 build
 dir=$(readlink -f "$CACHE/build/$v")
 log "x86-64 ($cfg config), release $(cat "$dir/release"):"

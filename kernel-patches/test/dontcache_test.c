@@ -145,8 +145,11 @@ static void one_more_request(int fd)
 
 /*
  * Dropping is asynchronous (writeback completion): poll with a deadline.
- * Dirty pages still there at the deadline get one more uncached request
- * (one_more_request()) and as long again; the note says so.
+ * Dirty pages still there at the deadline are what the last request's
+ * flusher pass left (see one_more_request()): they get one more uncached
+ * request and as long again, and a note says so.  (With periodic
+ * writeback on, kupdate would also write them, dirty_expire_centisecs
+ * after they were dirtied.)
  */
 static int wait_resident(int fd, uint64_t want, double timeout, double *took,
 			 struct cs_stat *last)
