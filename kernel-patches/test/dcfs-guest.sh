@@ -106,6 +106,13 @@ fi
 opens1=$(pt_count opens_kernel_uncached)
 w=$(requests write)
 r=$(requests read)
+# the counters were read at all (a missing one reads 0): a CREATE per file
+c=$(requests create)
+if [ "$c" -ge 5 ]; then
+	pass "$c CREATE requests counted (5 files created)"
+else
+	fail "$c CREATE requests counted for 5 files created: counters unread?"
+fi
 if [ "$((opens1 - opens0))" -ge 7 ] && [ "$w" = 0 ] && [ "$r" = 0 ]; then
 	pass "$((opens1 - opens0)) uncached passthrough opens, 0 WRITE and 0 READ requests reached dcfs"
 else
@@ -117,13 +124,20 @@ printf '[global]\ndefault = dontcache\nmin_size = 0\npassthrough_uncached = no\n
 kill -HUP $pid
 sleep 1
 w0=$(requests write)
+r0=$(requests read)
 stream_check engine.mkv
 w=$(requests write)
+r=$(requests read)
 opens2=$(pt_count opens_kernel_uncached)
 if [ "$w" -gt "$w0" ] && [ "$opens2" = "$opens1" ]; then
 	pass "the daemon wrote: WRITE requests $w0 -> $w, no new uncached passthrough open"
 else
 	fail "after the reload: WRITE requests $w0 -> $w, uncached passthrough opens $opens1 -> $opens2"
+fi
+if [ "$r" -gt "$r0" ]; then
+	pass "the daemon read (passthrough_reads = no): READ requests $r0 -> $r"
+else
+	fail "after the reload: READ requests $r0 -> $r, none reached the daemon"
 fi
 "$dcfs" stat "$mp" 2>/dev/null | head -40
 

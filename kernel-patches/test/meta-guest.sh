@@ -165,6 +165,21 @@ check() {
 # LOOKUP of the directory): 0.01 per file once a phase of N files takes
 # 20 s, as under KASAN.  Those phases get SLACK; the 30 s ones are exact.
 SLACK=0.05
+# exact NAME OPCODE WANT: requests of OPCODE per file in phase NAME are
+# exactly WANT.  The bounds above are upper bounds: counters that could not
+# be read (a changed JSON, a failed dcfs stat) count 0 and would pass them.
+exact() {
+	c=$(count "$1" "$2")
+	if [ "$c" = "$3" ]; then
+		pass "$1: $2 $c per file (exactly $3)"
+	else
+		fail "$1: $2 $c per file, want exactly $3 (counters unread?)"
+	fi
+}
+exact create+write+close create 1.00
+exact create+write+close/30s create 1.00
+exact unlink unlink 1.00
+exact unlink/30s unlink 1.00
 check create+write+close "3 + $SLACK" "LOOKUP, CREATE, RELEASE; + a refresh a second"
 check create+write+close/30s 3 "LOOKUP, CREATE, RELEASE"
 check stat-after-write/30s 0 "attributes copied from the backing inode"
