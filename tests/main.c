@@ -44,8 +44,9 @@ static const struct config configs[] = {
 	/* cached files forwarded by the daemon instead of kernel passthrough;
 	 * and the kernel's permission checks honour POSIX ACLs */
 	{ "ext4-fwd", FS_EXT4, MM_DAEMON, NULL, "nopassthrough,acl", 0 },
-	/* mounted over its own backing directory (issue 38 #4) */
-	{ "ext4-inplace", FS_EXT4, MM_DAEMON, NULL, NULL, 1 },
+	/* mounted over its own backing directory (issue 38 #4); requests
+	 * over /dev/fuse, not io_uring (lock waits take another path there) */
+	{ "ext4-inplace", FS_EXT4, MM_DAEMON, NULL, "nouring", 1 },
 	{ "ext4-bind", FS_EXT4, MM_BIND, NULL, NULL, 0 },
 	{ "xfs-bind", FS_XFS, MM_BIND, NULL, NULL, 0 },
 };

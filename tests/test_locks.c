@@ -249,7 +249,14 @@ static void flock_scenario(const char *path, char *out, size_t outlen)
 	/* lock released on close of the last fd */
 	ck_assert_int_eq(flock(fd, LOCK_EX), 0);
 	close(fd);
-	LOG("after-close:%s ", fmt_res(child_act(path, (struct act){ A_FLOCK, 0, 0, 0, LOCK_EX | LOCK_NB })));
+	/* after the last close: at once natively, a moment later through dcfs
+	 * (the release comes in the background, dcfs(8), LOCKS) */
+	struct act_res ac;
+	double end = now_s() + 2 * deadline_scale();
+	do
+		ac = child_act(path, (struct act){ A_FLOCK, 0, 0, 0, LOCK_EX | LOCK_NB });
+	while (ac.ret < 0 && ac.err == EWOULDBLOCK && now_s() < end && (sleep_ms(5), 1));
+	LOG("after-close:%s ", fmt_res(ac));
 	/* blocking flock waits for release */
 	fd = open(path, O_RDWR);
 	ck_assert_int_eq(flock(fd, LOCK_EX), 0);
@@ -297,8 +304,14 @@ static void ofd_scenario(const char *path, char *out, size_t outlen)
 	LOG("ofd-b-conflict:%d/%s ", r, r < 0 && (errno == EAGAIN || errno == EACCES) ? "EAGAIN" :
 					r < 0 ? strerror(errno) : "ok");
 	close(a);
-	errno = 0;
-	r = fcntl(b, F_OFD_SETLK, &f2);
+	/* Through dcfs the lock goes when the daemon gets the release, which
+	 * the kernel sends in the background after the last close (dcfs(8),
+	 * LOCKS): a moment later.  Natively at once. */
+	double end = now_s() + 2 * deadline_scale();
+	do {
+		errno = 0;
+		r = fcntl(b, F_OFD_SETLK, &f2);
+	} while (r < 0 && (errno == EAGAIN || errno == EACCES) && now_s() < end && (sleep_ms(5), 1));
 	LOG("ofd-b-after-close:%d/%d ", r, r < 0 ? errno : 0);
 	close(b);
 }
@@ -407,8 +420,264 @@ START_TEST(locks_counter)
 }
 END_TEST
 
+/* ---- locks through the mount and on the backing file (issue 38 #5) -------- */
+
+/* A process that holds a lock on path until told (a byte on its pipe):
+ * kind A_SETLK (POSIX), A_OFD_SETLK or A_FLOCK, a write lock of [0, 100). */
+struct holder {
+	pid_t pid;
+	int go; /* write end: release and exit */
+};
+
+static struct holder hold(const char *path, enum act_kind kind)
+{
+	int ready[2], go[2];
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(go), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(ready[0]);
+		close(go[1]);
+		int fd = open(path, O_RDWR);
+		struct act a = { kind, F_WRLCK, 0, 100, LOCK_EX | LOCK_NB };
+		struct act_res r = { -1, 0, { 0 } };
+		if (fd >= 0)
+			do_act(fd, &a, &r);
+		char c = r.ret == 0 ? 'y' : 'n';
+		if (write(ready[1], &c, 1) != 1)
+			_exit(1);
+		if (read(go[0], &c, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(go[0]);
+	char c = 0;
+	ck_assert_int_eq(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	ck_assert_msg(c == 'y', "holder could not lock %s", path);
+	return (struct holder){ pid, go[1] };
+}
+
+static void release(struct holder h)
+{
+	ck_assert_int_eq(write(h.go, "x", 1), 1);
+	close(h.go);
+	int st;
+	waitpid(h.pid, &st, 0);
+}
+
+static const char *getlk_str(struct act_res g, pid_t holder)
+{
+	static char b[96];
+	snprintf(b, sizeof b, "%s/%s/%lld+%lld/%s", fmt_res(g),
+		 g.fl.l_type == F_WRLCK ? "WR" : g.fl.l_type == F_RDLCK ? "RD" : "UN",
+		 (long long)g.fl.l_start, (long long)g.fl.l_len,
+		 g.fl.l_pid == holder ? "holder" : g.fl.l_pid == -1 ? "ofd" : "other");
+	return b;
+}
+
+/*
+ * mnt and bk are one file seen through the mount and in the backing tree
+ * (for the bind-mount self-test, two names of one file).  Each kind of lock
+ * taken on one side must be seen on the other: conflicts both ways, F_GETLK
+ * with the holder, release at unlock, at close(2) of another descriptor
+ * (POSIX), at exit; POSIX locks are not inherited by fork(2); a wait on one
+ * side for a lock of the other ends when it goes.
+ */
+static void cross_scenario(const char *mnt, const char *bk, char *out, size_t outlen)
+{
+	out[0] = 0;
+	int fd = open(mnt, O_RDWR | O_CREAT, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 4096), 0);
+	/* 1. POSIX through the mount, seen on the backing file */
+	parent_lk(fd, F_WRLCK, 0, 100);
+	LOG("bk-overlap:%s ", fmt_res(child_act(bk, (struct act){ A_SETLK, F_WRLCK, 50, 10, 0 })));
+	LOG("bk-disjoint:%s ", fmt_res(child_act(bk, (struct act){ A_SETLK, F_WRLCK, 200, 10, 0 })));
+	LOG("bk-ofd:%s ", fmt_res(child_act(bk, (struct act){ A_OFD_SETLK, F_RDLCK, 0, 10, 0 })));
+	LOG("bk-getlk:%s ",
+	    getlk_str(child_act(bk, (struct act){ A_GETLK, F_WRLCK, 0, 0, 0 }), getpid()));
+	/* a second descriptor of the same process: the same owner */
+	int fd2 = open(mnt, O_RDWR);
+	ck_assert_int_ge(fd2, 0);
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 10 };
+	LOG("same-owner:%d ", fcntl(fd2, F_SETLK, &fl));
+	/* fork(2): the child is another owner, also through the inherited fd */
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct flock c = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 10 };
+		_exit(fcntl(fd, F_SETLK, &c) == 0 ? 0 : 10);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	LOG("forked-child:%d ", WEXITSTATUS(st));
+	/* close(2) of any descriptor of the file ends them */
+	close(fd2);
+	LOG("after-close-fd2:%s ",
+	    fmt_res(child_act(bk, (struct act){ A_SETLK, F_WRLCK, 0, 100, 0 })));
+	/* 2. POSIX on the backing file, seen through the mount */
+	struct holder h = hold(bk, A_SETLK);
+	LOG("mnt-overlap:%s ", fmt_res(child_act(mnt, (struct act){ A_SETLK, F_RDLCK, 0, 10, 0 })));
+	LOG("mnt-getlk:%s ",
+	    getlk_str(child_act(mnt, (struct act){ A_GETLK, F_WRLCK, 0, 0, 0 }), h.pid));
+	LOG("mnt-parent:%d ", fcntl(fd, F_SETLK, &fl) == 0 ? 0 : errno == EAGAIN || errno == EACCES);
+	/* a wait through the mount ends when the backing holder lets go */
+	int pfd[2], rfd[2];
+	ck_assert_int_eq(pipe(pfd), 0);
+	ck_assert_int_eq(pipe(rfd), 0);
+	pid = fork();
+	if (pid == 0) {
+		close(pfd[0]);
+		close(rfd[0]);
+		int cfd = open(mnt, O_RDWR);
+		struct act_res c = { -1, 0, { 0 } };
+		struct act a = { A_SETLKW, F_WRLCK, 5, 1, 0 };
+		if (write(rfd[1], "r", 1) != 1)
+			_exit(1);
+		do_act(cfd, &a, &c);
+		if (write(pfd[1], &c, sizeof c) != sizeof c)
+			_exit(1);
+		_exit(0);
+	}
+	close(pfd[1]);
+	close(rfd[1]);
+	LOG("mnt-waits:%d ", blocked_in(pid, rfd[0], SYS_fcntl));
+	close(rfd[0]);
+	release(h);
+	struct act_res c;
+	ssize_t n = read(pfd[0], &c, sizeof c);
+	close(pfd[0]);
+	waitpid(pid, &st, 0);
+	LOG("mnt-acquired:%s ", n == sizeof c ? fmt_res(c) : "no-answer");
+	/* the waiter has exited: its lock went with it */
+	LOG("after-exit:%s ", fmt_res(child_act(bk, (struct act){ A_SETLK, F_WRLCK, 0, 100, 0 })));
+	/* 3. F_OFD_SETLK through the mount, on the backing file */
+	struct flock ofl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 100 };
+	LOG("ofd-mnt:%d ", fcntl(fd, F_OFD_SETLK, &ofl));
+	LOG("bk-vs-ofd:%s ", fmt_res(child_act(bk, (struct act){ A_SETLK, F_RDLCK, 10, 10, 0 })));
+	ofl.l_type = F_UNLCK;
+	LOG("ofd-unlock:%d ", fcntl(fd, F_OFD_SETLK, &ofl));
+	/* 4. flock(2) both ways */
+	LOG("flock-mnt:%d ", flock(fd, LOCK_EX | LOCK_NB));
+	LOG("bk-flock:%s ", fmt_res(child_act(bk, (struct act){ A_FLOCK, 0, 0, 0, LOCK_SH | LOCK_NB })));
+	flock(fd, LOCK_UN);
+	LOG("bk-flock-after:%s ",
+	    fmt_res(child_act(bk, (struct act){ A_FLOCK, 0, 0, 0, LOCK_EX | LOCK_NB })));
+	h = hold(bk, A_FLOCK);
+	LOG("mnt-flock:%s ",
+	    fmt_res(child_act(mnt, (struct act){ A_FLOCK, 0, 0, 0, LOCK_SH | LOCK_NB })));
+	release(h);
+	LOG("mnt-flock-after:%s ",
+	    fmt_res(child_act(mnt, (struct act){ A_FLOCK, 0, 0, 0, LOCK_EX | LOCK_NB })));
+	close(fd);
+}
+
+START_TEST(locks_mount_and_backing)
+{
+	T_BEGIN();
+	char out[2048];
+	ck_assert_int_eq(write_file(PM("x"), "", 0, 0644), 0);
+	cross_scenario(PM("x"), PE("x"), out, sizeof out);
+	/* a program on the backing tree sees the mount's POSIX locks as
+	 * open-file-description locks (dcfs(8), LOCKS) */
+	const char *pid = g_cfg->mm == MM_BIND ? "holder" : "ofd";
+	char want[2048];
+	snprintf(want, sizeof want,
+		 "bk-overlap:-1/EAGAIN bk-disjoint:0 bk-ofd:-1/EAGAIN bk-getlk:0/WR/0+100/%s "
+		 "same-owner:0 forked-child:10 after-close-fd2:0 mnt-overlap:-1/EAGAIN "
+		 "mnt-getlk:0/WR/0+100/holder mnt-parent:1 mnt-waits:1 mnt-acquired:0 "
+		 "after-exit:0 ofd-mnt:0 bk-vs-ofd:-1/EAGAIN ofd-unlock:0 flock-mnt:0 "
+		 "bk-flock:-1/EAGAIN bk-flock-after:0 "
+		 "mnt-flock:-1/EAGAIN mnt-flock-after:0 ",
+		 pid);
+	ck_assert_msg(strcmp(out, want) == 0, "locks through the mount vs on the backing file:\n got: %s\nwant: %s",
+		      out, want);
+}
+END_TEST
+
+/*
+ * A wait for a lock ends with EINTR at a signal (the handler installed
+ * without SA_RESTART), as natively; a waiter killed meanwhile leaves no
+ * lock behind once the holder lets go.
+ */
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+START_TEST(locks_wait_interrupted)
+{
+	T_BEGIN();
+	const char *paths[2] = { PR("w"), PM("w") };
+	for (int side = 0; side < 2; side++) {
+		const char *path = paths[side];
+		ck_assert_int_eq(write_file(path, "", 0, 0644), 0);
+		struct holder h = hold(path, A_SETLK);
+		pid_t pid = fork();
+		if (pid == 0) {
+			struct sigaction sa = { .sa_handler = on_alarm };
+			sigaction(SIGALRM, &sa, NULL);
+			int fd = open(path, O_RDWR);
+			struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_len = 10 };
+			alarm(1);
+			int r = fcntl(fd, F_SETLKW, &fl);
+			_exit(r < 0 && errno == EINTR ? 0 : 10);
+		}
+		int st;
+		waitpid(pid, &st, 0);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+			      "%s: F_SETLKW interrupted by a signal did not return EINTR (%#x)",
+			      side ? "dcfs" : "native", st);
+		/* the same for flock(2) */
+		release(h);
+		h = hold(path, A_FLOCK);
+		pid = fork();
+		if (pid == 0) {
+			struct sigaction sa = { .sa_handler = on_alarm };
+			sigaction(SIGALRM, &sa, NULL);
+			int fd = open(path, O_RDWR);
+			alarm(1);
+			int r = flock(fd, LOCK_EX);
+			_exit(r < 0 && errno == EINTR ? 0 : 10);
+		}
+		waitpid(pid, &st, 0);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+			      "%s: flock interrupted by a signal did not return EINTR (%#x)",
+			      side ? "dcfs" : "native", st);
+		release(h);
+		/* a waiter killed while waiting leaves nothing behind */
+		h = hold(path, A_SETLK);
+		int rfd[2];
+		ck_assert_int_eq(pipe(rfd), 0);
+		pid = fork();
+		if (pid == 0) {
+			close(rfd[0]);
+			int fd = open(path, O_RDWR);
+			struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_len = 10 };
+			if (write(rfd[1], "r", 1) != 1)
+				_exit(1);
+			fcntl(fd, F_SETLKW, &fl);
+			_exit(0);
+		}
+		close(rfd[1]);
+		ck_assert_msg(blocked_in(pid, rfd[0], SYS_fcntl), "waiter not blocked");
+		close(rfd[0]);
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		release(h);
+		struct act_res r = child_act(path, (struct act){ A_SETLK, F_WRLCK, 0, 100, 0 });
+		ck_assert_msg(r.ret == 0, "%s: a lock is left after a killed waiter: %s",
+			      side ? "dcfs" : "native", fmt_res(r));
+	}
+}
+END_TEST
+
 void add_locks_tests(TCase *tc)
 {
+	tcase_add_test(tc, locks_mount_and_backing);
+	tcase_add_test(tc, locks_wait_interrupted);
 	tcase_add_test(tc, locks_posix);
 	tcase_add_test(tc, locks_posix_blocking);
 	tcase_add_test(tc, locks_flock);

@@ -52,6 +52,8 @@ struct dcfs_inode {
 	_Atomic uint64_t seen;
 	/* coherence.c: who may cache the data, set-id bits seen */
 	_Atomic unsigned int coh_flags;
+	/* handlers/fuse_lock.c: a POSIX lock was taken (closes must FLUSH) */
+	_Atomic bool posix_locked;
 };
 
 /*

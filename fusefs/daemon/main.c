@@ -122,6 +122,7 @@ static int build_ops(struct fuse_lowlevel_ops *ops)
 	fuse_dir_ops(ops);
 	fuse_file_ops(ops);
 	fuse_xattr_ops(ops);
+	fuse_lock_ops(ops);
 	if (dcfs.privileged)
 		caller_ops_wrap(ops, dcfs.opt.nodefault_permissions);
 	readonly_ops_wrap(ops);
@@ -287,6 +288,7 @@ static int run(struct fuse_args *args)
 	    readonly_start() < 0)
 		goto out_unmount;
 	ret = serve(se) ? 1 : 0;
+	locks_stop();
 	shutdown_stop();
 	if (shutdown_forced())
 		ret = 1;

@@ -7,10 +7,9 @@
  * Data a streaming handle has acknowledged but not yet written (write_pipe.c)
  * is written before any operation here that could observe it.
  *
- * Locks are deliberately not implemented: without getlk/setlk/flock the
- * kernel keeps flock and POSIX locks itself, with exact semantics between
- * all processes using the mount (blocking waits, F_GETLK owners, release on
- * close), which a daemon relaying them to its own backing fds cannot match.
+ * Locks are the backing filesystem's (fuse_lock.c): a close(2) ends the
+ * closing process's POSIX locks (flush), a release its flock and F_OFD_*
+ * locks.
  */
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -571,6 +570,7 @@ static void dcfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	int err = fd < 0 ? -errno : (int)dcfs_err(close(fd));
 
 	(void)ino;
+	locks_flush(f, fi->lock_owner);
 	if (werr)
 		err = werr;
 	file_put(f);
@@ -581,6 +581,7 @@ static void dcfs_release(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi)
 {
 	(void)ino;
+	locks_release(dcfs_file_of(fi), fi->flock_release);
 	file_put(dcfs_file_of(fi));
 	fuse_reply_err(req, 0);
 }

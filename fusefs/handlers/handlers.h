@@ -15,6 +15,12 @@ size_t files_open_count(void);
 void files_foreach(void (*fn)(struct dcfs_file *f, void *arg), void *arg);
 void fuse_file_ops(struct fuse_lowlevel_ops *ops);
 
+/* fuse_lock.c: flock and POSIX locks on the backing file */
+void fuse_lock_ops(struct fuse_lowlevel_ops *ops);
+void locks_flush(struct dcfs_file *f, uint64_t owner);
+void locks_release(struct dcfs_file *f, bool flock_release);
+void locks_stop(void);
+
 /* fuse_dir.c */
 void dirs_release_all(void);
 void fuse_dir_ops(struct fuse_lowlevel_ops *ops);

@@ -155,9 +155,13 @@ static int apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 		 * No FLUSH round trip at close (FOPEN_NOFLUSH): a cache-class
 		 * handle has no buffered writes of its own, its writes are
 		 * done by the time they return.  Streaming and auto handles
-		 * keep FLUSH: close returns their deferred write errors.
+		 * keep FLUSH: close returns their deferred write errors.  So
+		 * does every handle of a file a POSIX lock was taken on: its
+		 * FLUSH is how a close(2) ends the closer's locks
+		 * (handlers/fuse_lock.c).
 		 */
-		fi->noflush = close_is_noop(f->inode, f->fd);
+		fi->noflush = close_is_noop(f->inode, f->fd) &&
+			      !atomic_load(&f->inode->posix_locked);
 		return 0;
 	}
 	err = stream_state_alloc(f);

@@ -37,6 +37,9 @@ ssize_t uring_splice_reply(int fdin, size_t len, bool *handled);
 void *uring_reply_buffer(size_t size);
 /* This thread serves an io_uring queue. */
 bool uring_thread(void);
+/* It may wait long for a lock without starving its queue (uring.c) */
+bool uring_may_block(void);
+void uring_unblock(void);
 void uring_json(FILE *out);
 void uring_table(FILE *out);
 

@@ -123,6 +123,8 @@ _Static_assert(offsetof(struct io_uring_sqe, cmd) == 48, "sqe cmd area");
 
 /* Threads (one entry each) per queue: see the top comment. */
 #define UR_THREADS_PER_CPU 4
+/* Threads added to queues whose threads wait for file locks (at most). */
+#define UR_EXTRA_MAX 64
 #define UR_MAX_CPUS 64
 /* In front of the payload: room for fuse_in_header + the op header. */
 #define UR_HEADROOM 4096
@@ -165,12 +167,16 @@ static struct {
 	int dev_fd;
 	int wake_fd;
 	unsigned int ncpus;
-	unsigned int nworkers;
-	struct ur_worker *workers;
+	unsigned int nworkers;	  /* started at INIT */
+	unsigned int nextra;	  /* added for lock waits, after them */
+	struct ur_worker *workers; /* room for nworkers + UR_EXTRA_MAX */
 	struct fuse_session *se;
 	_Atomic uint64_t requests, splices, in_place, staged_direct, no_reply;
 	_Atomic uint64_t per_cpu[UR_MAX_CPUS];
-} ur = { .dev_fd = -1, .wake_fd = -1 };
+	/* uring_may_block(): threads of each queue, those waiting for a lock */
+	pthread_mutex_t grow_lock;
+	unsigned int threads[UR_MAX_CPUS], blocked[UR_MAX_CPUS];
+} ur = { .dev_fd = -1, .wake_fd = -1, .grow_lock = PTHREAD_MUTEX_INITIALIZER };
 
 static __thread struct ur_worker *self;
 
@@ -289,11 +295,11 @@ static int worker_alloc(struct ur_worker *w, size_t payload)
 
 static void workers_free(void)
 {
-	for (unsigned int i = 0; i < ur.nworkers; i++)
+	for (unsigned int i = 0; i < ur.nworkers + ur.nextra; i++)
 		worker_free(&ur.workers[i]);
 	free(ur.workers);
 	ur.workers = NULL;
-	ur.nworkers = 0;
+	ur.nworkers = ur.nextra = 0;
 	if (ur.wake_fd >= 0)
 		close(ur.wake_fd);
 	ur.wake_fd = -1;
@@ -304,7 +310,7 @@ static int workers_alloc(size_t payload)
 	int err;
 
 	ur.nworkers = ur.ncpus * UR_THREADS_PER_CPU;
-	ur.workers = calloc(ur.nworkers, sizeof(*ur.workers));
+	ur.workers = calloc(ur.nworkers + UR_EXTRA_MAX, sizeof(*ur.workers));
 	if (!ur.workers)
 		return -ENOMEM;
 	ur.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -509,6 +515,81 @@ static char *reply_dest(struct ur_worker *w, size_t len)
 bool uring_thread(void)
 {
 	return self != NULL;
+}
+
+static void *worker_main(void *arg);
+
+/*
+ * One more thread (and entry) for queue q: the kernel takes a REGISTER at
+ * any time, an entry cannot be taken back, so it serves the queue until
+ * the connection ends.  Its payload buffer costs nothing until used.
+ * grow_lock held.
+ */
+static bool queue_grow(unsigned int q)
+{
+	struct ur_worker *w;
+	sigset_t all, old;
+	int err;
+
+	if (!atomic_load(&ur.on) || ur.nextra >= UR_EXTRA_MAX)
+		return false;
+	w = &ur.workers[ur.nworkers + ur.nextra];
+	memset(w, 0, sizeof(*w));
+	w->qid = q;
+	w->idx = ur.threads[q];
+	if (worker_alloc(w, ur.workers[0].payload_size) < 0) {
+		worker_free(w);
+		return false;
+	}
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	err = pthread_create(&w->tid, NULL, worker_main, w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		worker_free(w);
+		return false;
+	}
+	w->started = true;
+	ur.nextra++;
+	ur.threads[q]++;
+	if (ur.nextra == 1)
+		log_info("uring: queue %u: a thread added for a lock wait (at most %d in all)\n",
+			 q, UR_EXTRA_MAX);
+	return true;
+}
+
+/*
+ * A handler of this thread's request is about to wait, for as long as
+ * someone else holds a file lock (handlers/fuse_lock.c).  Its reply can
+ * only go through this thread's entry, so it waits here, and the queue's
+ * other requests are served by its other threads: one is always kept free,
+ * a thread is added to the queue where none would be (UR_EXTRA_MAX in
+ * all).  False if the waiter must not block (it then answers ENOLCK).
+ */
+bool uring_may_block(void)
+{
+	unsigned int q;
+	bool ok = true;
+
+	if (!self)
+		return true;
+	q = self->qid;
+	pthread_mutex_lock(&ur.grow_lock);
+	if (ur.threads[q] - ur.blocked[q] <= 1)
+		ok = queue_grow(q);
+	if (ok)
+		ur.blocked[q]++;
+	pthread_mutex_unlock(&ur.grow_lock);
+	return ok;
+}
+
+void uring_unblock(void)
+{
+	if (!self)
+		return;
+	pthread_mutex_lock(&ur.grow_lock);
+	ur.blocked[self->qid]--;
+	pthread_mutex_unlock(&ur.grow_lock);
 }
 
 /*
@@ -738,6 +819,7 @@ void uring_start(struct fuse_session *se)
 				   &ur.workers[i]) == 0) {
 			ur.workers[i].started = true;
 			queue_ok[ur.workers[i].qid] = true;
+			ur.threads[ur.workers[i].qid]++;
 		}
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -775,7 +857,8 @@ void uring_stop(void)
 	/* One deadline for all: a thread may be stuck in a hung filesystem. */
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 3;
-	for (unsigned int i = 0; i < ur.nworkers; i++) {
+	pthread_mutex_lock(&ur.grow_lock); /* no thread is added from now on */
+	for (unsigned int i = 0; i < ur.nworkers + ur.nextra; i++) {
 		struct ur_worker *w = &ur.workers[i];
 
 		if (w->started && pthread_timedjoin_np(w->tid, NULL, &until) != 0) {
@@ -787,10 +870,12 @@ void uring_stop(void)
 	atomic_store(&ur.on, false);
 	if (stuck) {
 		/* Its ring and buffers stay: the thread may still use them. */
+		pthread_mutex_unlock(&ur.grow_lock);
 		log_warn("uring: a thread is still in a request at exit\n");
 		return;
 	}
 	workers_free();
+	pthread_mutex_unlock(&ur.grow_lock);
 }
 
 /* --- reporting ---------------------------------------------------------- */
