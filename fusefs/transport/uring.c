@@ -124,7 +124,7 @@ _Static_assert(offsetof(struct io_uring_sqe, cmd) == 48, "sqe cmd area");
 /* Threads (one entry each) per queue: see the top comment. */
 #define UR_THREADS_PER_CPU 4
 /* Threads added to queues whose threads wait for file locks (at most). */
-#define UR_EXTRA_MAX 64
+#define UR_EXTRA_MAX 256
 #define UR_MAX_CPUS 64
 /* In front of the payload: room for fuse_in_header + the op header. */
 #define UR_HEADROOM 4096
