@@ -807,6 +807,26 @@ static int bounded(long (*fn)(void *), void *arg, double secs)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* SIGSTOP takes effect when each thread of pid next runs: wait until all
+ * of them are stopped (up to 5 s), so that nothing it serves gets an
+ * answer after this returns.  1 if they are. */
+static int stop_fully(pid_t pid)
+{
+	char out[64];
+	if (kill(pid, SIGSTOP) < 0)
+		return 0;
+	double end = now_s() + 5 * deadline_scale();
+	do {
+		run_cmd(out, sizeof out,
+			"for t in /proc/%d/task/*; do cut -d' ' -f3 $t/stat; done | grep -cv '^[tT]$'",
+			(int)pid);
+		if (atoi(out) == 0)
+			return 1;
+		sleep_ms(10);
+	} while (now_s() < end);
+	return 0;
+}
+
 /* The device of the FUSE mount on mnt from /proc/self/mountinfo (a stat
  * would wait for a daemon that may not answer), 0 if none. */
 static dev_t fuse_mount_dev(const char *mnt)
@@ -978,7 +998,7 @@ START_TEST(sec_sigterm_blocked_startup)
 	DIR *dd = opendir(bdir);
 	ck_assert_ptr_nonnull(dd);
 	closedir(dd);
-	OK(kill(host.d.pid, SIGSTOP));
+	ck_assert_msg(stop_fully(host.d.pid), "the host daemon did not stop");
 	struct daemon d;
 	memset(&d, 0, sizeof d);
 	snprintf(d.mnt, sizeof d.mnt, "%s/mnt-sec-blocked", g_tmpdir);
@@ -1252,7 +1272,7 @@ START_TEST(sec_sigterm_with_stuck_reload)
 	const char *log = g_m.d.log;
 
 	/* 1: a stuck reload is abandoned, and only that one */
-	OK(kill(cm.d.pid, SIGSTOP));
+	ck_assert_msg(stop_fully(cm.d.pid), "the config host did not stop");
 	size_t at = log_len(log);
 	OK(kill(g_m.d.pid, SIGHUP));
 	pid_t reader = 0;
@@ -1262,8 +1282,9 @@ START_TEST(sec_sigterm_with_stuck_reload)
 	char children[2048] = "";
 	if (!reader)
 		run_cmd(children, sizeof children,
-			"for p in $(pgrep -P %d); do echo \"$p $(cat /proc/$p/wchan) $(tr '\\0' ' ' < /proc/$p/cmdline)\"; done",
-			(int)g_m.d.pid);
+			"for p in $(pgrep -P %d); do echo \"$p $(cat /proc/$p/wchan) $(tr '\\0' ' ' < /proc/$p/cmdline)\"; done; "
+			"echo threads:; for t in /proc/%d/task/*; do echo \"$(cat $t/wchan) $(cut -d' ' -f1 $t/syscall)\"; done | sort | uniq -c",
+			(int)g_m.d.pid, (int)g_m.d.pid);
 	int abandoned = reader && log_shows(log, at, "not read within 10 s", 15);
 	size_t at2 = log_len(log);
 	if (abandoned)
@@ -1279,7 +1300,7 @@ START_TEST(sec_sigterm_with_stuck_reload)
 	/* 2: SIGTERM while a reload is stuck */
 	pid_t reader2 = 0;
 	if (reloaded) {
-		OK(kill(cm.d.pid, SIGSTOP));
+		ck_assert_msg(stop_fully(cm.d.pid), "the config host did not stop");
 		OK(kill(g_m.d.pid, SIGHUP));
 		end = now_s() + 15 * deadline_scale();
 		while (!(reader2 = blocked_reader(g_m.d.pid)) && now_s() < end)
