@@ -69,6 +69,8 @@ struct owner {
 
 static struct owner *owners[OWNER_BUCKETS];
 static pthread_mutex_t owners_lock = PTHREAD_MUTEX_INITIALIZER;
+/* owners in the table: 0 spares every close and release the lookup */
+static _Atomic unsigned int nowners;
 
 /* Per uid: lock descriptors and waiting requests (small table, linear). */
 struct user_count {
@@ -120,6 +122,7 @@ static void owner_free(struct owner *o)
 		*pp = o->next;
 	if (u && u->owners)
 		u->owners--;
+	atomic_fetch_sub(&nowners, 1);
 	close(o->fd);
 	free(o);
 }
@@ -215,6 +218,7 @@ static struct owner *owner_get(fuse_req_t req, struct dcfs_file *f, uint64_t id,
 	o->next = owners[bucket(f->inode, id)];
 	owners[bucket(f->inode, id)] = o;
 	u->owners++;
+	atomic_fetch_add(&nowners, 1);
 	return o;
 }
 
@@ -633,6 +637,8 @@ void locks_flush(struct dcfs_file *f, uint64_t owner)
 {
 	struct owner *o;
 
+	if (!atomic_load(&nowners))
+		return;
 	pthread_mutex_lock(&owners_lock);
 	o = owner_find(f->inode, owner);
 	if (o)
@@ -649,6 +655,8 @@ void locks_release(struct dcfs_file *f, bool flock_release)
 {
 	if (flock_release)
 		flock(f->fd, LOCK_UN);
+	if (!atomic_load(&nowners))
+		return;
 	pthread_mutex_lock(&owners_lock);
 	for (size_t b = 0; b < OWNER_BUCKETS; b++)
 		for (struct owner *o = owners[b], *next; o; o = next) {
