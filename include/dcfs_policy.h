@@ -75,6 +75,7 @@ struct dcfs_config {
 	bool fuse_readahead;	  /* read-only streams through the FUSE cache */
 	bool passthrough_reads;	  /* ... or read by the kernel, dropped behind */
 	bool passthrough_uncached; /* streams: uncached I/O by the kernel */
+	bool force_fallback;	   /* streams: the fallback even with RWF_DONTCACHE */
 	uint64_t write_expire_ms; /* longest wait in a write buffer; 0: none */
 	int log_level;	    /* fuse_log_level; -1 = unchanged */
 	struct cfg_class *classes;

@@ -10,7 +10,8 @@
  *   dcfs.conf sets every [global] key.
  * TCase behaviour: what a key does, on a mount of its own, for the keys no
  *   other suite sets: write_expire, writeback_limit, inflight,
- *   inflight_mount, prefetch (each compared with its "off" value).
+ *   inflight_mount, prefetch (each compared with its "off" value),
+ *   force_fallback.
  */
 #include "own_mount.h"
 
@@ -557,6 +558,70 @@ START_TEST(config_inflight)
 }
 END_TEST
 
+/*
+ * force_fallback: on ext4, which has RWF_DONTCACHE here, a stream written
+ * and read with it is counted as fallback I/O (written_fallback,
+ * read_fallback) and not as uncached, leaves nothing resident, and the
+ * filesystem's own probe still says yes in dcfs stat; with no the same
+ * stream is uncached again.
+ */
+START_TEST(config_force_fallback)
+{
+	own_mount_ck(&g_cm, FS_EXT4, "cfg-fallback", ENGINE);
+	size_t len = 32u << 20;
+	char *buf = malloc(1u << 20);
+	for (int on = 1; on >= 0; on--) {
+		cm_set(on ? "force_fallback = yes" : "force_fallback = no");
+		const char *keys[] = { "written_fallback", "written_dontcache", "read_fallback",
+				       "read_dontcache" };
+		long long c0[4], d[4];
+		for (int k = 0; k < 4; k++)
+			c0[k] = stats_get(g_cm.mnt, "dontcache", keys[k]);
+		char p[PATH_MAX], bp[PATH_MAX];
+		snprintf(p, sizeof p, "%s", path_at(g_cm.mnt, "film%d.mkv", on));
+		snprintf(bp, sizeof bp, "%s", path_at(g_cm.exp, "film%d.mkv", on));
+		int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		ck_assert_int_ge(fd, 0);
+		fill_pattern(buf, 1u << 20, 41);
+		for (size_t at = 0; at < len; at += 1u << 20)
+			ck_assert_int_eq(write(fd, buf, 1u << 20), 1 << 20);
+		ck_assert_int_eq(close(fd), 0);
+		fd = open(p, O_RDONLY);
+		ck_assert_int_ge(fd, 0);
+		for (size_t at = 0; at < len; at += 1u << 20)
+			ck_assert_int_eq(read(fd, buf, 1u << 20), 1 << 20);
+		close(fd);
+		for (int k = 0; k < 4; k++)
+			d[k] = stats_get(g_cm.mnt, "dontcache", keys[k]) - (c0[k] > 0 ? c0[k] : 0);
+		fprintf(stderr,
+			"config_force_fallback: %s: written fallback %lld dontcache %lld, read fallback %lld dontcache %lld\n",
+			on ? "yes" : "no", d[0], d[1], d[2], d[3]);
+		if (on)
+			ck_assert_msg(
+				d[0] == (long long)len && d[1] == 0 && d[2] == (long long)len &&
+					d[3] == 0,
+				"force_fallback = yes: written fallback %lld dontcache %lld, read fallback %lld dontcache %lld",
+				d[0], d[1], d[2], d[3]);
+		else
+			ck_assert_msg(
+				d[0] == 0 && d[1] == (long long)len && d[3] > 0,
+				"force_fallback = no: written fallback %lld dontcache %lld, read dontcache %lld",
+				d[0], d[1], d[3]);
+		long long res = wait_resident_le(bp, 16, 3 * deadline_scale());
+		ck_assert_msg(res >= 0 && res <= 16, "%lld pages of the stream left resident", res);
+	}
+	char out[16384];
+	ck_assert_int_eq(run_cmd(out, sizeof out, "'%s' stat --json '%s'", g_dcfs_bin, g_cm.mnt),
+			 0);
+	ck_assert_msg(strstr(out, "\"read\":\"yes\",\"write\":\"yes\""),
+		      "the filesystem's probe no longer says yes: %s", out);
+	ck_assert_msg(strstr(out, "\"force_fallback\":false"), "force_fallback in the JSON: %s",
+		      out);
+	free(buf);
+	own_unmount_ck(&g_cm);
+}
+END_TEST
+
 /* prefetch: a sequential reader whose requests divide readahead gets the
  * next window read in the background (prefetches); no with no. */
 START_TEST(config_prefetch)
@@ -601,6 +666,7 @@ Suite *config_suite(void)
 	tcase_add_test(tc, config_writeback_limit);
 	tcase_add_test(tc, config_inflight);
 	tcase_add_test(tc, config_prefetch);
+	tcase_add_test(tc, config_force_fallback);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/sysmacros.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "daemon/daemon.h"
@@ -121,6 +122,29 @@ static void log_one(const char *where, const char *rel, dev_t *seen,
 		 probe_state_name(p->wr), pts, ident);
 }
 
+/*
+ * The kernel, and what of it the fallback relies on: without cachestat(2)
+ * (before 6.5) the pages of other programs are found with mincore(2)
+ * (io/resident.c); force_fallback makes every stream use the fallback.
+ */
+static void log_kernel(void)
+{
+	struct dcfs_config *cfg = config_get();
+	struct utsname u;
+
+	if (uname(&u) < 0)
+		snprintf(u.release, sizeof(u.release), "?");
+	log_info("kernel %s: page residency by %s%s\n", u.release,
+		 strcmp(resident_method(), "cachestat") ?
+			 "mincore(2) (no cachestat(2) before Linux 6.5)" :
+			 "cachestat(2)",
+		 cfg && cfg->force_fallback ?
+			 "; force_fallback: streams take the fallback windows on every filesystem" :
+			 "");
+	if (cfg)
+		config_put(cfg);
+}
+
 void caps_log_startup(void)
 {
 	dev_t seen[MAX_BACKING_FS];
@@ -128,6 +152,7 @@ void caps_log_startup(void)
 	char *line = NULL;
 	FILE *fp;
 
+	log_kernel();
 	log_one(dcfs.opt.backing, ".", seen, &nseen);
 	fp = fopen("/proc/self/mountinfo", "re");
 	if (!fp)

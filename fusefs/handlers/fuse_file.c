@@ -690,7 +690,8 @@ static ssize_t write_all_uncached(struct probe *p, int fd, const char *buf,
 static ssize_t copy_uncached(struct dcfs_file *fin, off_t in,
 			     struct dcfs_file *fout, off_t out, size_t len)
 {
-	struct probe *pin = probe_get(fin->fd), *pout = probe_get(fout->fd);
+	struct probe *pin = fin->probe ? fin->probe : probe_get(fin->fd);
+	struct probe *pout = fout->probe ? fout->probe : probe_get(fout->fd);
 	size_t done = 0, want;
 	ssize_t r = 0, w;
 	char *buf;

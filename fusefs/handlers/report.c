@@ -31,6 +31,17 @@ static void json_classes(FILE *out)
 	fputc('}', out);
 }
 
+/* force_fallback of the config in force (opens after a reload follow it). */
+static bool force_fallback(void)
+{
+	struct dcfs_config *cfg = config_get();
+	bool on = cfg && cfg->force_fallback;
+
+	if (cfg)
+		config_put(cfg);
+	return on;
+}
+
 static void json_probes(FILE *out)
 {
 	struct probe probes[64];
@@ -45,6 +56,8 @@ static void json_probes(FILE *out)
 			probe_state_name(probes[i].rd),
 			probe_state_name(probes[i].wr));
 	fputc(']', out);
+	fprintf(out, ",\"residency\":\"%s\",\"force_fallback\":%s", resident_method(),
+		force_fallback() ? "true" : "false");
 }
 
 static void fdcache_json(FILE *out)
@@ -220,6 +233,12 @@ char *stats_table(bool wide)
 			major(probes[i].dev), minor(probes[i].dev),
 			probes[i].fstype, probe_state_name(probes[i].rd),
 			probe_state_name(probes[i].wr));
+	if (force_fallback())
+		fprintf(out, "  force_fallback: streams take the fallback windows on all of them\n");
+	fprintf(out, "  page residency: %s\n",
+		!strcmp(resident_method(), "cachestat") ?
+			"cachestat(2)" :
+			"mincore(2) (the kernel has no cachestat(2), Linux < 6.5)");
 	passthrough_table(out);
 	uring_table(out);
 	fdcache_table(out);

@@ -14,8 +14,9 @@
  * right after.
  *
  * Pages that were resident before dcfs touched a range belong to someone
- * else (another reader, a database): they are found with cachestat before
- * the I/O and never dropped.  POSIX_FADV_RANDOM does not stop everything:
+ * else (another reader, a database): they are found before the I/O
+ * (cachestat, or mincore where the kernel lacks it: resident.c) and never
+ * dropped.  POSIX_FADV_RANDOM does not stop everything:
  * a page that someone else's read-ahead marked starts asynchronous
  * read-ahead for whoever reads it next, even through our fd.  Those pages
  * are ours, and must not be taken for another reader's at the next
@@ -80,20 +81,18 @@ static off_t page_up(off_t x)
 	return (x + PAGE - 1) & ~(off_t)(PAGE - 1);
 }
 
+static void protect_run(void *arg, off_t lo, off_t hi)
+{
+	struct dcfs_file *f = arg;
+
+	if (!f->stream->prot_all)
+		protect(f, lo, hi);
+}
+
 static void note_range(struct dcfs_file *f, off_t lo, off_t hi)
 {
-	struct dcfs_cachestat cs;
-
-	if (hi <= lo || dcfs_cachestat(f->fd, (uint64_t)lo,
-				       (uint64_t)(hi - lo), &cs) < 0)
-		return;
-	if (cs.nr_cache == 0)
-		return;
-	/* Rare (the file is shared): find the pages one by one. */
-	for (off_t p = lo; p < hi && !f->stream->prot_all; p += PAGE)
-		if (dcfs_cachestat(f->fd, (uint64_t)p, PAGE, &cs) == 0 &&
-		    cs.nr_cache)
-			protect(f, p, p + PAGE);
+	if (hi > lo)
+		resident_runs(f->fd, lo, hi - lo, protect_run, f);
 }
 
 /*

@@ -158,9 +158,16 @@ int policy_for_inode(fuse_req_t req, struct dcfs_inode *inode, int64_t size,
 /* admit.c */
 bool admit_held(struct dcfs_file *f, off_t end);
 
+/* resident.c: cachestat(2), or mincore(2) before Linux 6.5 */
+long long resident_count(int fd, off_t off, off_t len); /* len 0: to EOF */
+const char *resident_method(void);
+void resident_runs(int fd, off_t off, off_t len, void (*fn)(void *arg, off_t lo, off_t hi),
+		   void *arg);
+
 /* probe.c */
 struct probe *probe_get(int fd);
 struct probe *probe_dir(int dirfd);
+struct probe *probe_forced_fallback(void);
 ssize_t uncached_pread(struct probe *p, int fd, void *buf, size_t len,
 		       off_t off);
 ssize_t uncached_pwrite(struct probe *p, int fd, const void *buf, size_t len,

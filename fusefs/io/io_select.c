@@ -74,9 +74,7 @@ int caller_comm(fuse_req_t req, char comm[16])
 
 bool file_has_cached_pages(int fd)
 {
-	struct dcfs_cachestat cs;
-
-	return dcfs_cachestat(fd, 0, 0, &cs) == 0 && cs.nr_cache > 0;
+	return resident_count(fd, 0, 0) != 0;
 }
 
 /* Starts cached, switches to target once switch_after bytes streamed. */
@@ -170,7 +168,7 @@ static int apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 	f->stream->window = cfg->window;
 	f->stream->ra_cap = cfg->readahead;
 	f->stream->ra_prefetch = cfg->prefetch;
-	f->probe = probe_get(f->fd);
+	f->probe = cfg->force_fallback ? probe_forced_fallback() : probe_get(f->fd);
 	if (d->policy == POLICY_AUTO)
 		/* A small file being written is also held back by min_size. */
 		start_deferred(f, POLICY_DONTCACHE,
@@ -293,9 +291,16 @@ int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi,
 		config_put(cfg);
 		return err;
 	}
-	/* Close-to-open: the kernel drops what it cached before open returns. */
-	if (outside)
+	/*
+	 * Close-to-open: the kernel drops what it cached before open returns,
+	 * and the attributes with it: a read through the FUSE page cache
+	 * stops at the size the kernel holds, which stays the old one until
+	 * the attribute timeout (a native append read back short).
+	 */
+	if (outside) {
 		fi->keep_cache = 0;
+		notify_inval_attr_now(f->inode->nodeid);
+	}
 	err = attach_wpipe(f, cfg);
 	config_put(cfg);
 	if (err)

@@ -35,6 +35,15 @@ static const char *fstype_name(long type)
 	case (long)0xF2F52010: return "f2fs";
 	case 0x65735546: return "fuse";
 	case 0x6969: return "nfs";
+	case 0x2011BAB0: return "exfat";
+	case 0x4d44: return "vfat";
+	case (long)0xFF534D42: return "cifs";
+	case (long)0xFE534D42: return "smb2";
+	case 0x794c7630: return "overlay";
+	case 0x2FC12FC1: return "zfs";
+	case (long)0xca451a4e: return "bcachefs";
+	case 0x7366746e: return "ntfs3";
+	case 0x01021997: return "9p";
 	default: return "other";
 	}
 }
@@ -64,6 +73,20 @@ struct probe *probe_get(int fd)
 out:
 	pthread_mutex_unlock(&probe_lock);
 	return p;
+}
+
+/*
+ * The probe of handles opened under force_fallback (dcfs.conf): RWF_DONTCACHE
+ * counts as unsupported, so their streams take the fallback windows even
+ * where the backing filesystem has it (to measure the fallback against
+ * native buffered and native uncached I/O on one filesystem).  The real
+ * probe of the filesystem, in the log and dcfs stat, is not touched.
+ */
+static struct probe forced = { .fstype = "forced", .rd = PROBE_NO, .wr = PROBE_NO };
+
+struct probe *probe_forced_fallback(void)
+{
+	return &forced;
 }
 
 const char *probe_state_name(int s)

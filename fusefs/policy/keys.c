@@ -57,6 +57,8 @@ static const struct cfg_key global_keys[] = {
 	{ .name = "passthrough_uncached", .type = CFG_BOOL, .def = "yes",
 	  .off = G(passthrough_uncached),
 	  .doc = "streams: uncached I/O by the kernel where it offers it" },
+	{ .name = "force_fallback", .type = CFG_BOOL, .def = "no", .off = G(force_fallback),
+	  .doc = "streams use the fallback windows even where RWF_DONTCACHE works (to measure them)" },
 	{ .name = "writeback_limit", .type = CFG_SIZE, .min = MiB(1), .max = GiB(1),
 	  .zero = "0 turns it off", .def = "8M", .off = G(writeback_limit),
 	  .doc = "bytes an uncached write stream may have under writeback before it waits" },

@@ -4,7 +4,8 @@
  *
  *   dcfs-io write FILE SIZE BS [dontcache] [fsync]   sequential write
  *   dcfs-io read FILE BS [dontcache]                 sequential read
- *   dcfs-io resident FILE                            cached pages (cachestat)
+ *   dcfs-io resident FILE                            cached pages (cachestat; mincore before 6.5)
+ *   dcfs-io trail FILE [INTERVAL_MS [READY]]         peak resident pages of FILE until SIGTERM
  *   dcfs-io pages FILE OUT                           residency bitmap (mincore)
  *   dcfs-io survival FILE BEFORE                     pages of BEFORE still resident
  *   dcfs-io watch [INTERVAL_MS [READY]]              peak Cached/Dirty until SIGTERM
@@ -22,7 +23,11 @@
  * (creating READY once it has the first sample) and, on SIGTERM/SIGINT, prints "start_cached start_dirty peak_cached
  * peak_dirty end_cached" in KiB.  meta prints "create_s stat_s unlink_s";
  * statloop prints the microseconds per stat(2) (round-trip latency when
- * the mount is told to cache nothing).
+ * the mount is told to cache nothing).  resident prints "nr_cache nr_dirty
+ * nr_writeback", "- -" for the last two where the kernel has no cachestat(2)
+ * (before 6.5) and mincore(2) counted.  trail samples the resident pages of
+ * FILE (which may not exist yet, and grow) every INTERVAL_MS (default 100)
+ * and prints "peak_pages last_pages samples" on SIGTERM/SIGINT.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -153,25 +158,72 @@ static int do_read(const char *path, size_t bs, int flags)
 	return 0;
 }
 
+/* Resident pages of fd by mincore(2), for kernels without cachestat(2). */
+static long long mincore_pages(int fd)
+{
+	long psz = sysconf(_SC_PAGESIZE);
+	unsigned char *vec;
+	long long res = 0;
+	struct stat st;
+	size_t n;
+	void *map;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (st.st_size == 0)
+		return 0;
+	n = ((size_t)st.st_size + (size_t)psz - 1) / (size_t)psz;
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		return -errno;
+	vec = malloc(n);
+	if (vec && mincore(map, (size_t)st.st_size, vec) == 0)
+		for (size_t i = 0; i < n; i++)
+			res += vec[i] & 1;
+	else
+		res = vec ? -errno : -ENOMEM;
+	free(vec);
+	munmap(map, (size_t)st.st_size);
+	return res;
+}
+
+/* cachestat(2) where the kernel has it, else mincore(2): -1 on error. */
+static long long resident_pages(int fd, struct dcfs_cachestat *cs, int *exact)
+{
+	long err = dcfs_cachestat(fd, 0, 0, cs);
+
+	*exact = err == 0;
+	if (err == 0)
+		return (long long)cs->nr_cache;
+	if (err != -ENOSYS) {
+		fprintf(stderr, "dcfs-io: cachestat: %s\n", strerror((int)-err));
+		return -1;
+	}
+	return mincore_pages(fd);
+}
+
 static int do_resident(const char *path)
 {
 	struct dcfs_cachestat cs;
-	int fd = open(path, O_RDONLY);
-	long err;
+	int fd = open(path, O_RDONLY), exact;
+	long long n;
 
 	if (fd < 0) {
 		perror(path);
 		return 1;
 	}
-	err = dcfs_cachestat(fd, 0, 0, &cs);
+	n = resident_pages(fd, &cs, &exact);
 	close(fd);
-	if (err) {
-		fprintf(stderr, "dcfs-io: cachestat: %s\n", strerror((int)-err));
+	if (n < 0) {
+		fprintf(stderr, "dcfs-io: %s: %s\n", path, strerror((int)-n));
 		return 1;
 	}
-	printf("%llu %llu %llu\n", (unsigned long long)cs.nr_cache,
-	       (unsigned long long)cs.nr_dirty,
-	       (unsigned long long)cs.nr_writeback);
+	if (exact)
+		printf("%llu %llu %llu\n", (unsigned long long)cs.nr_cache,
+		       (unsigned long long)cs.nr_dirty,
+		       (unsigned long long)cs.nr_writeback);
+	else
+		printf("%lld - -\n", n);
 	return 0;
 }
 
@@ -317,6 +369,46 @@ static int do_watch(long ms, const char *ready)
 	return 0;
 }
 
+static void touch_ready(const char *ready)
+{
+	int fd = ready ? open(ready, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
+
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Peak resident pages of a file (absent: 0) until SIGTERM/SIGINT. */
+static int do_trail(const char *path, long ms, const char *ready)
+{
+	struct sigaction sa = { .sa_handler = on_stop };
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	long long peak = 0, last = 0, samples = 0;
+	struct dcfs_cachestat cs;
+	int exact;
+
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	touch_ready(ready);
+	while (!stop_watch) {
+		int fd = open(path, O_RDONLY);
+
+		if (fd >= 0) {
+			long long n = resident_pages(fd, &cs, &exact);
+
+			close(fd);
+			if (n >= 0) {
+				last = n;
+				if (n > peak)
+					peak = n;
+				samples++;
+			}
+		}
+		nanosleep(&ts, NULL);
+	}
+	printf("%lld %lld %lld\n", peak, last, samples);
+	return 0;
+}
+
 /*
  * phase: 0 all three, else 'c'reate, 's'tat or 'u'nlink only, or 'p'robe:
  * create each file after a stat(2) that finds it missing, with O_TRUNC
@@ -435,6 +527,9 @@ int main(int argc, char **argv)
 	if (argc <= 4 && argc >= 2 && strcmp(argv[1], "watch") == 0)
 		return do_watch(argc >= 3 ? atol(argv[2]) : 50,
 				argc == 4 ? argv[3] : NULL);
+	if (argc >= 3 && argc <= 5 && strcmp(argv[1], "trail") == 0)
+		return do_trail(argv[2], argc >= 4 ? atol(argv[3]) : 100,
+				argc == 5 ? argv[4] : NULL);
 	if (argc >= 4 && argc <= 6 && strcmp(argv[1], "meta") == 0)
 		return do_meta(argv[2], atol(argv[3]),
 			       argc >= 5 ? (size_t)parse_size(argv[4]) : 0,
@@ -448,6 +543,7 @@ int main(int argc, char **argv)
 		"usage: dcfs-io write FILE SIZE BS [dontcache] [fsync]\n"
 		"       dcfs-io read FILE BS [dontcache]\n"
 		"       dcfs-io resident FILE\n"
+		"       dcfs-io trail FILE [INTERVAL_MS [READY]]\n"
 		"       dcfs-io pages FILE OUT\n"
 		"       dcfs-io survival FILE BEFORE\n"
 		"       dcfs-io watch [INTERVAL_MS [READY]]\n"
