@@ -1,0 +1,299 @@
+#!/bin/bash
+# NFS in the kernel matrix, sourced after stages.sh: a kernel nfsd in the
+# guest exports a local filesystem (ext4 on the disk given) over loopback.
+#   nfs         dcfs runs over the NFS client mount (NFSv4.2, hard): the
+#               usual stages, then nfs-cto (close-to-open against a second
+#               client), nfs-errors (ESTALE and EIO reach the caller, over
+#               an NFSv3 soft mount) and nfs-restart (nfsd restarted under
+#               a stream written through dcfs: nothing lost)
+#   nfs-export  a dcfs mount is what nfsd exports, to NFS clients in the
+#               same guest: export-rw (the file transcript through the
+#               client, against the same filesystem exported natively) and
+#               export-restart (dcfs restarted under active v3 and v4
+#               clients: open and known files stay valid, no ESTALE)
+
+NFS_SRV='' NFS_EXPORTS=''
+NFS_GRACE=10
+
+# nfs_start DEV DIR: the ext4 of DEV at DIR, nfsd running (no export yet);
+# a reason on stdout when it cannot be had
+nfs_start() {
+	local dev=$1 dir=$2 d
+	for d in nfsd nfs nfs4; do
+		has_fs "$d" || { echo "the kernel has no $d"; return 1; }
+	done
+	for d in exportfs rpc.nfsd rpc.mountd rpcbind; do
+		command -v "$d" >/dev/null || { echo "$d is not installed (nfs-kernel-server, rpcbind)"; return 1; }
+	done
+	has_fs ext4 || { echo "the kernel has no ext4 for the exported filesystem"; return 1; }
+	mkdir -p "$dir" /run/rpcbind /var/lib/nfs/v4recovery /var/lib/nfs/rpc_pipefs
+	touch /var/lib/nfs/etab /var/lib/nfs/rmtab
+	mount -t ext4 "$dev" "$dir" 2>&1 || return 1
+	chmod 755 "$dir"
+	grep -q " /proc/fs/nfsd " /proc/mounts || mount -t nfsd nfsd /proc/fs/nfsd 2>&1 || return 1
+	grep -q " /var/lib/nfs/rpc_pipefs " /proc/mounts ||
+		mount -t rpc_pipefs sunrpc /var/lib/nfs/rpc_pipefs 2>/dev/null
+	pgrep -x rpcbind >/dev/null || rpcbind -w 2>&1 || { echo "rpcbind does not start"; return 1; }
+	# the shortest grace period and lease the kernel takes (10 s): a
+	# restarted server refuses new opens for that long
+	echo "$NFS_GRACE" > /proc/fs/nfsd/nfsv4leasetime 2>/dev/null
+	echo "$NFS_GRACE" > /proc/fs/nfsd/nfsv4gracetime 2>/dev/null
+	pgrep -x rpc.mountd >/dev/null || rpc.mountd 2>&1 || { echo "rpc.mountd does not start"; return 1; }
+	rpc.nfsd 4 2>&1 || { echo "rpc.nfsd does not start"; return 1; }
+	NFS_SRV=$dir
+}
+
+nfs_export() {	# DIR FSID
+	exportfs -i -o "rw,no_root_squash,no_subtree_check,sync,fsid=$2" "127.0.0.1:$1" 2>&1 &&
+		NFS_EXPORTS+=" 127.0.0.1:$1"
+}
+
+nfs_mount() {	# DIR MNT OPTIONS
+	mkdir -p "$2"
+	timeout 120 mount -t nfs -o "$3" "127.0.0.1:$1" "$2" 2>&1
+}
+
+nfs_stop() {
+	local e
+	for e in $NFS_EXPORTS; do exportfs -u "$e" 2>/dev/null; done
+	NFS_EXPORTS=
+	rpc.nfsd 0 2>/dev/null
+	exportfs -f 2>/dev/null
+	[ -z "$NFS_SRV" ] || umount "$NFS_SRV" 2>/dev/null || umount -l "$NFS_SRV"
+	NFS_SRV=
+}
+
+nfs_skip() {	# REASON STAGES...
+	local why=$1 s
+	shift
+	for s in "$@"; do want "$s" && result nfs "$s" SKIP "$why"; done
+	return 0
+}
+
+# ---------------------------------------------------------------- nfs
+run_nfs() {	# DEV
+	local srv=$K_WORK/nfs.srv b=$K_WORK/nfs.back why
+	if ! why=$(nfs_start "$1" "$srv"); then
+		skip_all nfs "$why"
+		nfs_skip "$why" nfs-cto nfs-errors nfs-restart
+		nfs_stop
+		return
+	fi
+	mkdir -p "$srv/x"
+	chmod 755 "$srv/x"
+	nfs_export "$srv/x" 41 >/dev/null
+	if ! why=$(nfs_mount "$srv/x" "$b" vers=4.2,hard,timeo=50); then
+		skip_all nfs "NFS mount failed: $why"
+		nfs_skip "NFS mount failed" nfs-cto nfs-errors nfs-restart
+		nfs_stop
+		return
+	fi
+	metric nfs mount "$(grep " $b " /proc/mounts | awk '{ print $4 }' | cut -c1-80)"
+	run_stages nfs "$b"
+	# the NFS stages with a daemon of their own over the same mount
+	local cg m=$K_WORK/nfs.mnt rc=0
+	cg=$(cg_new nfs2 || true)
+	if dcfs_start nfs "$b/export" "$m" "$cg"; then
+		want nfs-cto && stage_nfs_cto "$m" "$srv/x/export"
+		want nfs-restart && stage_nfs_restart "$m" "$b/export" "$srv/x/export"
+		dcfs_stop || rc=$?
+		[ "$rc" = 0 ] || result nfs nfs-daemon FAIL "the second dcfs exited $rc"
+	else
+		nfs_skip "dcfs did not mount" nfs-cto nfs-restart
+	fi
+	cg_del "$cg"
+	umount "$b" || umount -l "$b"
+	want nfs-errors && stage_nfs_errors "$srv/x"
+	nfs_stop
+}
+
+# nfs-cto: dcfs over one NFS client, a second client (nosharecache: its
+# own cache) of the same export; what one side wrote and closed, the
+# other's next open reads, for a cached and a streamed file
+stage_nfs_cto() {	# MNT SERVER_EXPORT_DIR
+	local m=$1 c2=$K_WORK/nfs.c2 f fails=0 n=0 why=
+	if ! why=$(nfs_mount "$2" "$c2" vers=4.2,hard,nosharecache); then
+		result nfs nfs-cto SKIP "second client mount failed: $why"
+		return
+	fi
+	for f in cto.dat cto.mkv; do
+		seq 1 100000 > "$m/$f"
+		n=$((n + 1))
+		cmp -s "$m/$f" "$c2/$f" || { fails=$((fails + 1)); why+=" $f: dcfs write, client 2 read;"; }
+		seq 7 100006 | head -c "$(stat -c %s "$c2/$f")" > "$c2/$f"
+		n=$((n + 1))
+		cat "$m/$f" | cmp -s - "$c2/$f" || { fails=$((fails + 1)); why+=" $f: client 2 rewrite, dcfs read;"; }
+		echo more >> "$c2/$f"
+		n=$((n + 1))
+		cat "$m/$f" | cmp -s - "$c2/$f" || { fails=$((fails + 1)); why+=" $f: client 2 append, dcfs read;"; }
+		echo more2 >> "$m/$f"
+		n=$((n + 1))
+		cmp -s "$m/$f" "$c2/$f" || { fails=$((fails + 1)); why+=" $f: dcfs append, client 2 read;"; }
+		rm -f "$m/$f"
+	done
+	umount "$c2" || umount -l "$c2"
+	if [ "$fails" = 0 ]; then
+		result nfs nfs-cto PASS "$n checks against a second client"
+	else
+		result nfs nfs-cto FAIL "$fails of $n:$why"
+	fi
+}
+
+# nfs-restart: nfsd stopped and started again while a stream and a cached
+# file are written through dcfs (hard mount: the writers wait); every byte
+# is on the server afterwards
+stage_nfs_restart() {	# MNT BACKING SERVER_DIR
+	local m=$1 b=$2 s=$3 w1 w2 rc1=0 rc2=0 want_sum got1 got2
+	"$IO" write "$K_WORK/ref.dat" 256M 1M > /dev/null
+	want_sum=$(md5sum < "$K_WORK/ref.dat" | cut -c1-32)
+	rm -f "$K_WORK/ref.dat"
+	"$IO" write "$m/restart.mkv" 256M 1M fsync > "$K_WORK/w1.out" 2>&1 &
+	w1=$!
+	"$IO" write "$m/restart.dat" 256M 1M fsync > "$K_WORK/w2.out" 2>&1 &
+	w2=$!
+	sleep 3
+	rpc.nfsd 0
+	sleep 3
+	rpc.nfsd 4
+	wait "$w1" || rc1=$?
+	wait "$w2" || rc2=$?
+	sync
+	got1=$(md5sum < "$s/restart.mkv" | cut -c1-32)
+	got2=$(md5sum < "$s/restart.dat" | cut -c1-32)
+	metric nfs restart_stream_resident "$(resident "$b/restart.mkv")"
+	rm -f "$m/restart.mkv" "$m/restart.dat"
+	if [ "$rc1" != 0 ] || [ "$rc2" != 0 ]; then
+		result nfs nfs-restart FAIL "writer failed across the server restart: $(cat "$K_WORK/w1.out" "$K_WORK/w2.out" | tr '\n' ' ' | cut -c1-120)"
+	elif [ "$got1" != "$want_sum" ] || [ "$got2" != "$want_sum" ]; then
+		result nfs nfs-restart FAIL "data lost across the server restart: stream $got1, cached $got2, want $want_sum"
+	else
+		result nfs nfs-restart PASS "256 MiB stream + 256 MiB cached file written through an nfsd restart, checksums match"
+	fi
+}
+
+# nfs-errors over an NFSv3 soft mount with a dcfs of its own: a file
+# deleted on the server under an open descriptor gives ESTALE, natively
+# and through dcfs; with nfsd stopped a read of uncached data and an
+# fsync of written data fail with EIO (not a hang, not success), natively
+# and through dcfs
+stage_nfs_errors() {	# SERVER_DIR
+	local sd=$1 c=$K_WORK/nfs.v3 m=$K_WORK/nfs.v3mnt why out cg rc=0
+	mkdir -p "$sd/e/export"
+	chmod 755 "$sd/e" "$sd/e/export"
+	if ! why=$(nfs_mount "$sd" "$c" vers=3,soft,timeo=10,retrans=1,nolock); then
+		result nfs nfs-errors SKIP "NFSv3 mount failed: $why"
+		return
+	fi
+	cg=$(cg_new nfs3 || true)
+	if ! dcfs_start nfs-v3 "$c/e/export" "$m" "$cg"; then
+		result nfs nfs-errors FAIL "dcfs over NFSv3 did not mount"
+		umount -l "$c"
+		cg_del "$cg"
+		return
+	fi
+	out=$(python3 "$KT/nfs-errors.py" "$sd/e/export" "$c/e/export" "$m" 2>&1) || rc=$?
+	printf '%s\n' "$out" > "$K_OUT/nfs.errors"
+	rpc.nfsd 4 2>/dev/null	# the script stops it for the EIO part
+	dcfs_stop || true
+	umount "$c" 2>/dev/null || umount -l "$c"
+	cg_del "$cg"
+	if [ "$rc" = 0 ]; then
+		result nfs nfs-errors PASS "$(grep -c '^ok' <<<"$out") checks: $(grep '^ok' <<<"$out" | cut -c4- | tr '\n' ';' | cut -c1-150)"
+	else
+		result nfs nfs-errors FAIL "$(grep -m1 '^FAIL' <<<"$out" | cut -c1-150)"
+	fi
+}
+
+# ---------------------------------------------------------------- nfs-export
+run_nfs_export() {	# DEV
+	local srv=$K_WORK/nx.srv m=$K_WORK/nx.mnt why cg rc=0
+	if ! why=$(nfs_start "$1" "$srv"); then
+		for s in export-rw export-restart; do want "$s" && result nfs-export "$s" SKIP "$why"; done
+		nfs_stop
+		return
+	fi
+	mkdir -p "$srv/export" "$srv/native"
+	chmod 755 "$srv/export" "$srv/native"
+	cg=$(cg_new nx || true)
+	if ! dcfs_start nfs-export "$srv/export" "$m" "$cg" stop_timeout=5; then
+		for s in export-rw export-restart; do want "$s" && result nfs-export "$s" SKIP "dcfs did not mount"; done
+		nfs_stop
+		return
+	fi
+	nfs_export "$m" 42 >/dev/null
+	nfs_export "$srv/native" 43 >/dev/null
+	want export-rw && stage_export_rw "$m" "$srv/native"
+	want export-restart && stage_export_restart "$m" "$srv/export" "$cg"
+	dcfs_stop || rc=$?
+	want daemon && stage_daemon nfs-export "$rc"
+	cg_del "$cg"
+	nfs_stop
+}
+
+# export-rw: ops-files.sh through an NFS client of the dcfs export and of
+# a native export of the same filesystem: the same transcript
+stage_export_rw() {	# DCFS_MNT NATIVE_DIR
+	local cd=$K_WORK/nx.cdcfs cn=$K_WORK/nx.cnative why v d
+	for v in 4.2 3; do
+		if ! why=$(nfs_mount "$1" "$cd" "vers=$v,hard,nolock") ||
+		   ! why=$(nfs_mount "$2" "$cn" "vers=$v,hard,nolock"); then
+			result nfs-export "export-rw-v$v" FAIL "NFS mount failed: $why"
+			umount "$cd" 2>/dev/null
+			continue
+		fi
+		mkdir -p "$cd/rw$v" "$cn/rw$v"
+		"$KT/ops-files.sh" "$cn/rw$v" > "$K_OUT/nfs-export.rw$v.native" 2>&1
+		"$KT/ops-files.sh" "$cd/rw$v" > "$K_OUT/nfs-export.rw$v.dcfs" 2>&1
+		if d=$(diff "$K_OUT/nfs-export.rw$v.native" "$K_OUT/nfs-export.rw$v.dcfs"); then
+			result nfs-export "export-rw-v$v" PASS "$(grep -c ' -> ' "$K_OUT/nfs-export.rw$v.native") operations through NFSv$v as through a native export"
+		else
+			printf '%s\n' "$d" > "$K_OUT/nfs-export.rw$v.diff"
+			result nfs-export "export-rw-v$v" FAIL "$(grep -c '^<' <<<"$d") lines differ, e.g. $(grep -m1 '^[<>]' <<<"$d" | cut -c1-100)"
+		fi
+		umount "$cd" "$cn" 2>/dev/null || umount -l "$cd" "$cn"
+	done
+}
+
+# export-restart: NFSv3 and NFSv4 clients of the dcfs export hold an open
+# file, know others by name, sit in a directory (export-restart.py); dcfs
+# is stopped (SIGTERM, stop_timeout 5 s: nfsd holds files open) and
+# started again over the same directory, nfsd's export cache flushed
+# (exportfs -f); the clients go on
+stage_export_restart() {	# DCFS_MNT BACKING CG
+	local m=$1 b=$2 cg=$3 v c out rc why line
+	for v in 3 4.2; do
+		c=$K_WORK/nx.c$v
+		if ! why=$(nfs_mount "$m" "$c" "vers=$v,hard,nolock,timeo=50"); then
+			result nfs-export "export-restart-v$v" FAIL "NFS mount failed: $why"
+			continue
+		fi
+		rc=0 line=
+		coproc PY { python3 "$KT/export-restart.py" "$c/restart$v" 2>&1; }
+		# shellcheck disable=SC2154
+		local pypid=$PY_PID
+		out=
+		while read -r -t 600 line <&"${PY[0]}"; do
+			out+="$line"$'\n'
+			[ "$line" != ready ] || break
+		done
+		if [ "$line" = ready ]; then
+			kill -TERM "$DAEMON"
+			wait "$DPID" || true
+			DPID=
+			if ! dcfs_start nfs-export "$b" "$m" "$cg" stop_timeout=5; then
+				out+="FAIL dcfs did not mount again"$'\n'
+			fi
+			exportfs -f
+			echo go >&"${PY[1]}"
+			out+=$(cat <&"${PY[0]}")
+		fi
+		wait "$pypid" || rc=$?
+		printf '%s\n' "$out" > "$K_OUT/nfs-export.restart$v"
+		if [ "$rc" = 0 ] && ! grep -q '^FAIL' <<<"$out"; then
+			result nfs-export "export-restart-v$v" PASS "$(grep -c '^ok' <<<"$out") checks across a dcfs restart"
+		else
+			result nfs-export "export-restart-v$v" FAIL "$(grep -m1 '^FAIL' <<<"$out" | cut -c1-150)"
+		fi
+		umount "$c" 2>/dev/null || umount -l "$c"
+	done
+}
