@@ -15,6 +15,10 @@ export K_KT
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
+# devtmpfs has no /dev/fd: bash's process substitution (diff <(...)) needs it
+for l in fd:/proc/self/fd stdin:/proc/self/fd/0 stdout:/proc/self/fd/1 stderr:/proc/self/fd/2; do
+	[ -e "/dev/${l%%:*}" ] || ln -s "${l#*:}" "/dev/${l%%:*}"
+done
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 out "$K_OUT" ||
 	echo "guest: cannot mount the results share on $K_OUT"
 exec >> "$K_OUT/guest.log" 2>&1 < /dev/null
@@ -49,7 +53,7 @@ echo "guest: $(uname -r), $(nproc) CPUs, $(awk '/MemTotal/ { print int($2 / 1024
 # f2fs's crc32 follow).  A module that is missing or fails is not fatal:
 # the stages of its filesystem say SKIP.
 if [ -n "${K_KROOT:-}" ]; then
-	for m in fuse loop ext4 xfs btrfs f2fs exfat nfsd nfs nfsv4 crc32c_generic crc32_generic; do
+	for m in fuse loop ext4 xfs btrfs f2fs exfat nfsd nfs nfsv3 nfsv4 crc32c_generic crc32_generic; do
 		modprobe -d "$K_KROOT" "$m" 2>/dev/null || echo "guest: modprobe $m failed"
 	done
 fi

@@ -108,10 +108,17 @@ def nfsd(threads):
 
 
 def eio_read(where, name):
+    """errno of an open and a read of uncached data (the open may fail)."""
     path = os.path.join(where, name)
-    fd = os.open(path, os.O_RDONLY)
-    e = attempt(lambda: os.pread(fd, MiB, 8 * MiB))
-    close_quietly(fd)
+    out = {}
+
+    def run():
+        out["fd"] = os.open(path, os.O_RDONLY)
+        os.pread(out["fd"], MiB, 8 * MiB)
+
+    e = attempt(run)
+    if "fd" in out:
+        close_quietly(out["fd"])
     return e
 
 

@@ -14,33 +14,48 @@
 
 NFS_SRV='' NFS_EXPORTS=''
 NFS_GRACE=10
+# The NFSv4 pseudo root: a tmpfs of its own (fsid=0), since the guest's "/"
+# is the host's over 9p, which cannot be exported; everything exported
+# lies below it.  NFSv4 clients name a path relative to it, v3 clients the
+# whole path (nfs_mount).
+V4ROOT=$K_WORK/v4
 
-# nfs_start DEV DIR: the ext4 of DEV at DIR, nfsd running (no export yet);
-# a reason on stdout when it cannot be had
+# nfs_start DEV DIR: the ext4 of DEV at DIR, nfsd running, the v4 root
+# exported; else NFS_WHY says why (not a subshell: it sets NFS_SRV and
+# NFS_EXPORTS for nfs_stop)
+NFS_WHY=''
 nfs_start() {
 	local dev=$1 dir=$2 d
-	for d in nfsd nfs nfs4; do
-		has_fs "$d" || { echo "the kernel has no $d"; return 1; }
+	for d in nfsd nfs nfs4 ext4; do
+		has_fs "$d" || { NFS_WHY="the kernel has no $d"; return 1; }
 	done
 	for d in exportfs rpc.nfsd rpc.mountd rpcbind; do
-		command -v "$d" >/dev/null || { echo "$d is not installed (nfs-kernel-server, rpcbind)"; return 1; }
+		command -v "$d" >/dev/null ||
+			{ NFS_WHY="$d is not installed (nfs-kernel-server, rpcbind)"; return 1; }
 	done
-	has_fs ext4 || { echo "the kernel has no ext4 for the exported filesystem"; return 1; }
-	mkdir -p "$dir" /run/rpcbind /var/lib/nfs/v4recovery /var/lib/nfs/rpc_pipefs
+	mkdir -p "$V4ROOT" /run/rpcbind /var/lib/nfs/v4recovery /var/lib/nfs/rpc_pipefs
 	touch /var/lib/nfs/etab /var/lib/nfs/rmtab
-	mount -t ext4 "$dev" "$dir" 2>&1 || return 1
+	grep -q " $V4ROOT " /proc/mounts || mount -t tmpfs v4root "$V4ROOT"
+	mkdir -p "$dir"
+	NFS_WHY=$(mount -t ext4 "$dev" "$dir" 2>&1) || return 1
+	NFS_SRV=$dir
 	chmod 755 "$dir"
-	grep -q " /proc/fs/nfsd " /proc/mounts || mount -t nfsd nfsd /proc/fs/nfsd 2>&1 || return 1
+	grep -q " /proc/fs/nfsd " /proc/mounts || mount -t nfsd nfsd /proc/fs/nfsd
 	grep -q " /var/lib/nfs/rpc_pipefs " /proc/mounts ||
 		mount -t rpc_pipefs sunrpc /var/lib/nfs/rpc_pipefs 2>/dev/null
-	pgrep -x rpcbind >/dev/null || rpcbind -w 2>&1 || { echo "rpcbind does not start"; return 1; }
+	pgrep -x rpcbind >/dev/null || rpcbind -w || { NFS_WHY="rpcbind does not start"; return 1; }
 	# the shortest grace period and lease the kernel takes (10 s): a
 	# restarted server refuses new opens for that long
-	echo "$NFS_GRACE" > /proc/fs/nfsd/nfsv4leasetime 2>/dev/null
-	echo "$NFS_GRACE" > /proc/fs/nfsd/nfsv4gracetime 2>/dev/null
-	pgrep -x rpc.mountd >/dev/null || rpc.mountd 2>&1 || { echo "rpc.mountd does not start"; return 1; }
-	rpc.nfsd 4 2>&1 || { echo "rpc.nfsd does not start"; return 1; }
-	NFS_SRV=$dir
+	if ! pgrep -x nfsd >/dev/null; then
+		echo "$NFS_GRACE" > /proc/fs/nfsd/nfsv4leasetime 2>/dev/null
+		echo "$NFS_GRACE" > /proc/fs/nfsd/nfsv4gracetime 2>/dev/null
+	fi
+	pgrep -x rpc.mountd >/dev/null || rpc.mountd || { NFS_WHY="rpc.mountd does not start"; return 1; }
+	rpc.nfsd 4 || { NFS_WHY="rpc.nfsd does not start"; return 1; }
+	NFS_WHY=$(exportfs -i -o "ro,fsid=0,no_subtree_check" "127.0.0.1:$V4ROOT" 2>&1) ||
+		return 1
+	NFS_EXPORTS+=" 127.0.0.1:$V4ROOT"
+	return 0
 }
 
 nfs_export() {	# DIR FSID
@@ -49,8 +64,10 @@ nfs_export() {	# DIR FSID
 }
 
 nfs_mount() {	# DIR MNT OPTIONS
+	local path=$1
+	case $3 in vers=4*) path=${1#"$V4ROOT"} ;; esac
 	mkdir -p "$2"
-	timeout 120 mount -t nfs -o "$3" "127.0.0.1:$1" "$2" 2>&1
+	timeout 120 mount -t nfs -o "$3" "127.0.0.1:$path" "$2" 2>&1
 }
 
 nfs_stop() {
@@ -72,17 +89,18 @@ nfs_skip() {	# REASON STAGES...
 
 # ---------------------------------------------------------------- nfs
 run_nfs() {	# DEV
-	local srv=$K_WORK/nfs.srv b=$K_WORK/nfs.back why
-	if ! why=$(nfs_start "$1" "$srv"); then
+	local srv=$K_WORK/v4/nfs b=$K_WORK/nfs.back why
+	if ! nfs_start "$1" "$srv"; then
+		why=$NFS_WHY
 		skip_all nfs "$why"
 		nfs_skip "$why" nfs-cto nfs-errors nfs-restart
 		nfs_stop
 		return
 	fi
-	mkdir -p "$srv/x"
-	chmod 755 "$srv/x"
-	nfs_export "$srv/x" 41 >/dev/null
-	if ! why=$(nfs_mount "$srv/x" "$b" vers=4.2,hard,timeo=50); then
+	# the filesystem's root is exported: an NFSv4 client stays in the
+	# export of the mount it entered
+	nfs_export "$srv" 41 >/dev/null
+	if ! why=$(nfs_mount "$srv" "$b" vers=4.2,hard,timeo=50); then
 		skip_all nfs "NFS mount failed: $why"
 		nfs_skip "NFS mount failed" nfs-cto nfs-errors nfs-restart
 		nfs_stop
@@ -94,8 +112,8 @@ run_nfs() {	# DEV
 	local cg m=$K_WORK/nfs.mnt rc=0
 	cg=$(cg_new nfs2 || true)
 	if dcfs_start nfs "$b/export" "$m" "$cg"; then
-		want nfs-cto && stage_nfs_cto "$m" "$srv/x/export"
-		want nfs-restart && stage_nfs_restart "$m" "$b/export" "$srv/x/export"
+		want nfs-cto && stage_nfs_cto "$m" "$b/export" "$srv/export"
+		want nfs-restart && stage_nfs_restart "$m" "$b/export" "$srv/export"
 		dcfs_stop || rc=$?
 		[ "$rc" = 0 ] || result nfs nfs-daemon FAIL "the second dcfs exited $rc"
 	else
@@ -103,39 +121,51 @@ run_nfs() {	# DEV
 	fi
 	cg_del "$cg"
 	umount "$b" || umount -l "$b"
-	want nfs-errors && stage_nfs_errors "$srv/x"
+	want nfs-errors && stage_nfs_errors "$srv"
 	nfs_stop
 }
 
-# nfs-cto: dcfs over one NFS client, a second client (nosharecache: its
-# own cache) of the same export; what one side wrote and closed, the
-# other's next open reads, for a cached and a streamed file
-stage_nfs_cto() {	# MNT SERVER_EXPORT_DIR
-	local m=$1 c2=$K_WORK/nfs.c2 f fails=0 n=0 why=
-	if ! why=$(nfs_mount "$2" "$c2" vers=4.2,hard,nosharecache); then
-		result nfs nfs-cto SKIP "second client mount failed: $why"
+# nfs-cto: close-to-open against another client.  The other client is an
+# NFSv3 mount: in one guest a second NFSv4 mount is the same NFSv4 client
+# to the server, which then keeps that client's read delegation and no
+# side revalidates (a native NFSv4 client of the same kernel would read
+# stale data too).  Each check runs twice: through dcfs over the first
+# client, and natively on the first client (the control).
+cto_checks() {	# DIR_ON_CLIENT_1 DIR_ON_CLIENT_2 -> "fails checks detail"
+	local a=$1 c=$2 f fails=0 n=0 why=''
+	for f in cto.dat cto.mkv; do
+		seq 1 100000 > "$a/$f"
+		n=$((n + 1))
+		cmp -s "$a/$f" "$c/$f" || { fails=$((fails + 1)); why+=" $f: write, other client read;"; }
+		seq 7 100006 | head -c "$(stat -c %s "$c/$f")" > "$c/$f"
+		n=$((n + 1))
+		cat "$a/$f" | cmp -s - "$c/$f" || { fails=$((fails + 1)); why+=" $f: other client rewrite, read;"; }
+		echo more >> "$c/$f"
+		n=$((n + 1))
+		cat "$a/$f" | cmp -s - "$c/$f" || { fails=$((fails + 1)); why+=" $f: other client append, read;"; }
+		echo more2 >> "$a/$f"
+		n=$((n + 1))
+		cat "$c/$f" | cmp -s - "$a/$f" || { fails=$((fails + 1)); why+=" $f: append, other client read;"; }
+		rm -f "$a/$f"
+	done
+	echo "$fails $n$why"
+}
+
+stage_nfs_cto() {	# MNT BACKING_EXPORT SERVER_EXPORT_DIR
+	local m=$1 b=$2 c2=$K_WORK/nfs.c2 why out native
+	if ! why=$(nfs_mount "$3" "$c2" vers=3,hard,nolock); then
+		result nfs nfs-cto SKIP "second client (NFSv3) mount failed: $why"
 		return
 	fi
-	for f in cto.dat cto.mkv; do
-		seq 1 100000 > "$m/$f"
-		n=$((n + 1))
-		cmp -s "$m/$f" "$c2/$f" || { fails=$((fails + 1)); why+=" $f: dcfs write, client 2 read;"; }
-		seq 7 100006 | head -c "$(stat -c %s "$c2/$f")" > "$c2/$f"
-		n=$((n + 1))
-		cat "$m/$f" | cmp -s - "$c2/$f" || { fails=$((fails + 1)); why+=" $f: client 2 rewrite, dcfs read;"; }
-		echo more >> "$c2/$f"
-		n=$((n + 1))
-		cat "$m/$f" | cmp -s - "$c2/$f" || { fails=$((fails + 1)); why+=" $f: client 2 append, dcfs read;"; }
-		echo more2 >> "$m/$f"
-		n=$((n + 1))
-		cmp -s "$m/$f" "$c2/$f" || { fails=$((fails + 1)); why+=" $f: dcfs append, client 2 read;"; }
-		rm -f "$m/$f"
-	done
+	mkdir -p "$m/cto" "$b/cto-native"
+	out=$(cto_checks "$m/cto" "$c2/cto")
+	native=$(cto_checks "$b/cto-native" "$c2/cto-native")
 	umount "$c2" || umount -l "$c2"
-	if [ "$fails" = 0 ]; then
-		result nfs nfs-cto PASS "$n checks against a second client"
+	metric nfs cto_native "$native"
+	if [ "${out%% *}" = 0 ]; then
+		result nfs nfs-cto PASS "$(cut -d' ' -f2 <<<"$out") checks against an NFSv3 client (natively: ${native%% *} failed)"
 	else
-		result nfs nfs-cto FAIL "$fails of $n:$why"
+		result nfs nfs-cto FAIL "$(cut -d' ' -f1 <<<"$out") of $(cut -d' ' -f2- <<<"$out") (natively: ${native%% *} failed)"
 	fi
 }
 
@@ -206,8 +236,9 @@ stage_nfs_errors() {	# SERVER_DIR
 
 # ---------------------------------------------------------------- nfs-export
 run_nfs_export() {	# DEV
-	local srv=$K_WORK/nx.srv m=$K_WORK/nx.mnt why cg rc=0
-	if ! why=$(nfs_start "$1" "$srv"); then
+	local srv=$K_WORK/v4/nx m=$K_WORK/v4/dcfs why cg rc=0
+	if ! nfs_start "$1" "$srv"; then
+		why=$NFS_WHY
 		for s in export-rw export-restart; do want "$s" && result nfs-export "$s" SKIP "$why"; done
 		nfs_stop
 		return
@@ -221,13 +252,18 @@ run_nfs_export() {	# DEV
 		return
 	fi
 	nfs_export "$m" 42 >/dev/null
-	nfs_export "$srv/native" 43 >/dev/null
+	nfs_export "$srv" 43 >/dev/null
 	want export-rw && stage_export_rw "$m" "$srv/native"
 	want export-restart && stage_export_restart "$m" "$srv/export" "$cg"
 	dcfs_stop || rc=$?
 	want daemon && stage_daemon nfs-export "$rc"
 	cg_del "$cg"
 	nfs_stop
+}
+
+# A transcript without the user.k41 xattr operations and their output
+xattr_free() {	# FILE
+	awk '/^[^ ].* -> [0-9]+$/ { skip = /user\.k41/ } !skip' "$1"
 }
 
 # export-rw: ops-files.sh through an NFS client of the dcfs export and of
@@ -244,8 +280,18 @@ stage_export_rw() {	# DCFS_MNT NATIVE_DIR
 		mkdir -p "$cd/rw$v" "$cn/rw$v"
 		"$KT/ops-files.sh" "$cn/rw$v" > "$K_OUT/nfs-export.rw$v.native" 2>&1
 		"$KT/ops-files.sh" "$cd/rw$v" > "$K_OUT/nfs-export.rw$v.dcfs" 2>&1
-		if d=$(diff "$K_OUT/nfs-export.rw$v.native" "$K_OUT/nfs-export.rw$v.dcfs"); then
-			result nfs-export "export-rw-v$v" PASS "$(grep -c ' -> ' "$K_OUT/nfs-export.rw$v.native") operations through NFSv$v as through a native export"
+		# A FUSE filesystem gives nfsd no user.* xattr namespace (its one
+		# xattr handler has the empty prefix; fs/xattr.c
+		# xattr_supports_user_prefix): NFSv4.2 clients get EOPNOTSUPP for
+		# user xattrs of any FUSE export, dcfs's included.  Those lines
+		# are left out and the difference noted.
+		local note=''
+		if [ "$v" = 4.2 ] && grep -q '^getfattr -n user.k41 --only-values f4096 -> 1' "$K_OUT/nfs-export.rw$v.dcfs"; then
+			note=" (user xattrs: EOPNOTSUPP through any FUSE export, natively supported)"
+			metric nfs-export xattr_v42 "EOPNOTSUPP (FUSE has no user. handler for nfsd)"
+		fi
+		if d=$(diff <(xattr_free "$K_OUT/nfs-export.rw$v.native") <(xattr_free "$K_OUT/nfs-export.rw$v.dcfs")); then
+			result nfs-export "export-rw-v$v" PASS "$(grep -c ' -> ' "$K_OUT/nfs-export.rw$v.native") operations through NFSv$v as through a native export$note"
 		else
 			printf '%s\n' "$d" > "$K_OUT/nfs-export.rw$v.diff"
 			result nfs-export "export-rw-v$v" FAIL "$(grep -c '^<' <<<"$d") lines differ, e.g. $(grep -m1 '^[<>]' <<<"$d" | cut -c1-100)"
@@ -254,24 +300,30 @@ stage_export_rw() {	# DCFS_MNT NATIVE_DIR
 	done
 }
 
-# export-restart: NFSv3 and NFSv4 clients of the dcfs export hold an open
-# file, know others by name, sit in a directory (export-restart.py); dcfs
-# is stopped (SIGTERM, stop_timeout 5 s: nfsd holds files open) and
-# started again over the same directory, nfsd's export cache flushed
-# (exportfs -f); the clients go on
+# export-restart: NFSv3 and NFSv4 clients of the dcfs export hold open
+# files, a directory descriptor and names (export-restart.py); dcfs is
+# stopped (SIGTERM; stop_timeout 5 s, nfsd holds files open) and started
+# again over the same directory, and nfsd's export cache flushed
+# (exportfs -f).  NFSv3 has no open state: that is all it needs.  An
+# NFSv4 open holds nfsd's struct file of the old mount, dead with the old
+# daemon: I/O on it fails with EIO until nfsd is restarted too (its
+# clients then reclaim their opens in the grace period, on the new
+# mount).  So NFSv4 is run both ways: with the nfsd restart (the stage)
+# and without (a figure, export_restart_v4_without_nfsd).
 stage_export_restart() {	# DCFS_MNT BACKING CG
-	local m=$1 b=$2 cg=$3 v c out rc why line
-	for v in 3 4.2; do
+	local m=$1 b=$2 cg=$3 run v how c out rc why line
+	for run in 3:flush 4.2:nfsd 4.2:flush; do
+		v=${run%:*} how=${run#*:}
 		c=$K_WORK/nx.c$v
 		if ! why=$(nfs_mount "$m" "$c" "vers=$v,hard,nolock,timeo=50"); then
 			result nfs-export "export-restart-v$v" FAIL "NFS mount failed: $why"
 			continue
 		fi
-		rc=0 line=
-		coproc PY { python3 "$KT/export-restart.py" "$c/restart$v" 2>&1; }
+		rc=0 line=''
+		coproc PY { python3 "$KT/export-restart.py" "$c/restart$v$how" 2>&1; }
 		# shellcheck disable=SC2154
 		local pypid=$PY_PID
-		out=
+		out=''
 		while read -r -t 600 line <&"${PY[0]}"; do
 			out+="$line"$'\n'
 			[ "$line" != ready ] || break
@@ -279,18 +331,25 @@ stage_export_restart() {	# DCFS_MNT BACKING CG
 		if [ "$line" = ready ]; then
 			kill -TERM "$DAEMON"
 			wait "$DPID" || true
-			DPID=
+			DPID=''
 			if ! dcfs_start nfs-export "$b" "$m" "$cg" stop_timeout=5; then
 				out+="FAIL dcfs did not mount again"$'\n'
 			fi
 			exportfs -f
+			if [ "$how" = nfsd ]; then
+				rpc.nfsd 0
+				rpc.nfsd 4
+			fi
 			echo go >&"${PY[1]}"
 			out+=$(cat <&"${PY[0]}")
 		fi
 		wait "$pypid" || rc=$?
-		printf '%s\n' "$out" > "$K_OUT/nfs-export.restart$v"
-		if [ "$rc" = 0 ] && ! grep -q '^FAIL' <<<"$out"; then
-			result nfs-export "export-restart-v$v" PASS "$(grep -c '^ok' <<<"$out") checks across a dcfs restart"
+		printf '%s\n' "$out" > "$K_OUT/nfs-export.restart$v$how"
+		if [ "$run" = 4.2:flush ]; then
+			metric nfs-export export_restart_v4_without_nfsd \
+				"$(grep -c '^ok' <<<"$out") ok; $(grep '^FAIL' <<<"$out" | cut -c6- | tr '\n' ';')"
+		elif [ "$rc" = 0 ] && ! grep -q '^FAIL' <<<"$out"; then
+			result nfs-export "export-restart-v$v" PASS "$(grep -c '^ok' <<<"$out") checks across a dcfs restart$([ "$how" = nfsd ] && echo ' (exportfs -f, nfsd restarted: NFSv4 opens reclaimed)' || echo ' (exportfs -f)')"
 		else
 			result nfs-export "export-restart-v$v" FAIL "$(grep -m1 '^FAIL' <<<"$out" | cut -c1-150)"
 		fi

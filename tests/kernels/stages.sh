@@ -249,11 +249,21 @@ EOF
 	metric "$fs" passthrough "${pt:-?}"
 	metric "$fs" uring "${ur:-?}"
 	metric "$fs" mountlog "${line#*: }"
-	# The kernel's own answer must be what dcfs states (a remote
-	# filesystem is probed at its first stream: "not probed at startup").
-	local sr sw
+	# The kernel's own answer must be what dcfs states: in the mount log
+	# (a remote filesystem is not probed at startup: unknown there) and in
+	# dcfs stat once the streams have run (this stage runs after them)
+	local sr sw jr jw
 	sr=$(sed -n 's/.*RWF_DONTCACHE read \([a-z]*\), write \([a-z]*\);.*/\1/p' <<<"$line")
 	sw=$(sed -n 's/.*RWF_DONTCACHE read \([a-z]*\), write \([a-z]*\);.*/\2/p' <<<"$line")
+	read -r jr jw <<<"$(python3 -c '
+import json, sys
+for p in json.load(sys.stdin).get("probes", []):
+    print(p["read"], p["write"])
+    break' <<<"$js" 2>/dev/null)"
+	metric "$fs" probe_after_streams "${jr:-?} ${jw:-?}"
+	if [ "$sr $sw" = "unknown unknown" ] && [ "$fs" = nfs ]; then
+		sr=$jr sw=$jw
+	fi
 	want_pt=$(kconfig FUSE_PASSTHROUGH)
 	want_ur=$(kconfig FUSE_IO_URING)
 	local why=
@@ -263,6 +273,8 @@ EOF
 		why="the mount log states nothing about the backing filesystem"
 	elif [ -n "$line" ] && [ "$sr $sw" != "$dc" ] && [ "$dc" != "unknown unknown" ]; then
 		why="dcfs says RWF_DONTCACHE read $sr, write $sw; the kernel answers $dc"
+	elif [ -n "$jr" ] && [ "$jr $jw" != "$dc" ] && [ "$dc" != "unknown unknown" ]; then
+		why="dcfs stat says RWF_DONTCACHE read $jr, write $jw after the streams; the kernel answers $dc"
 	elif [ "$want_pt" = n ] && [ "$pt" = on ]; then
 		why="passthrough on, but the kernel has no CONFIG_FUSE_PASSTHROUGH"
 	elif [ "$want_ur" = n ] && [ "$ur" = on ]; then
@@ -271,7 +283,7 @@ EOF
 	if [ -n "$why" ]; then
 		result "$fs" caps FAIL "$why"
 	else
-		result "$fs" caps PASS "dontcache r/w ${sr:-?}/${sw:-?} (native $dc), passthrough $pt, uring $ur"
+		result "$fs" caps PASS "dontcache r/w ${sr:-?}/${sw:-?} (native $dc), passthrough $pt, uring $ur$([ "$fs" = nfs ] && echo ", remote: probed at the first stream")"
 	fi
 }
 
@@ -462,7 +474,6 @@ run_stages() {	# FS BACKING
 		cg_del "$cg"
 		return
 	fi
-	want caps && stage_caps "$fs" "$b/export"
 	want files && stage_dual "$fs" files ops-files.sh "$b/native/files" "$m/files"
 	want perms && stage_dual "$fs" perms ops-perms.sh "$b/native/perms" "$m/perms"
 	want coherence && stage_coherence "$fs" "$m/coh" "$b/export/coh"
@@ -470,6 +481,7 @@ run_stages() {	# FS BACKING
 		undisturbed "$fs" "stream-write stream-read hotset" stage_stream "$fs" "$m" "$b/export" "$cg"
 	fi
 	want shared-pages && undisturbed "$fs" shared-pages stage_shared "$fs" "$m" "$b/export"
+	want caps && stage_caps "$fs" "$b/export"
 	"$DCFS" stat "$m" > "$K_OUT/$fs.dcfs-stat" 2>&1 || true
 	dcfs_stop || rc=$?
 	want daemon && stage_daemon "$fs" "$rc"
