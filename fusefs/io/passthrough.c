@@ -726,6 +726,27 @@ static size_t uring_payload(const struct fuse_init_out *out)
 	return n < 8192 ? 8192 : n;
 }
 
+/*
+ * This project's kernel (kernel-patches/, patch 22) offers uncached
+ * passthrough and backing attributes only while the administrator has
+ * switched the fuse module parameter passthrough_private on: the INIT bits
+ * are private, and a future mainline server must not get them by accident.
+ * dcfs does not switch it on itself (that would turn it on for every FUSE
+ * server); where the parameter exists and is off, say how.
+ */
+static void log_private_switch_hint(void)
+{
+	int fd = open("/sys/module/fuse/parameters/passthrough_private",
+		      O_RDONLY | O_CLOEXEC);
+	char v = 0;
+
+	if (fd < 0)
+		return;
+	if (read(fd, &v, 1) == 1 && v == 'N')
+		log_warn("passthrough: this kernel has uncached passthrough but fuse.passthrough_private is off, so streams go through the daemon: boot with fuse.passthrough_private=1, or echo Y > /sys/module/fuse/parameters/passthrough_private and mount again\n");
+	close(fd);
+}
+
 static ssize_t write_init(int fd, struct iovec *iov, int count)
 {
 	char buf[sizeof(struct fuse_out_header) + sizeof(struct fuse_init_out)];
@@ -794,6 +815,8 @@ static ssize_t write_init(int fd, struct iovec *iov, int count)
 		 atomic_load(&pt.dontcache) ? "on" : "not offered",
 		 atomic_load(&pt.attr) ? "on" : "not offered",
 		 atomic_load(&pt.mmap) ? "allowed" : "not offered (ENODEV)");
+	if (atomic_load(&pt.on) && !atomic_load(&pt.dontcache))
+		log_private_switch_hint();
 	return write_init_reply(fd, buf, len);
 }
 

@@ -54,6 +54,32 @@ fi
 echo 50 > "/sys/class/bdi/$(stat -c %Hd:%Ld "$mnt")/min_ratio"
 echo "dcfs: writeback ${T_WB:-off}: writeback_centisecs=$(cat /proc/sys/vm/dirty_writeback_centisecs) expire_centisecs=$(cat /proc/sys/vm/dirty_expire_centisecs) bdi min_ratio=$(cat "/sys/class/bdi/$(stat -c %Hd:%Ld "$mnt")/min_ratio")"
 printf '[global]\ndefault = dontcache\nmin_size = 0\n' > "$cfg"
+
+echo "== 0. fuse.passthrough_private off: dcfs says how to turn it on"
+# The series offers uncached passthrough only while the administrator has
+# the fuse module parameter on (guest-init.sh turns it on); with it off,
+# the daemon's log must say so and how to turn it on.
+param=/sys/module/fuse/parameters/passthrough_private
+if [ -e "$param" ]; then
+	echo N > "$param"
+	if dcfs_start "$dcfs" "$backing" "$mp" "$cfg" "$run/dcfs-private-off.log"; then
+		if grep -q 'fuse.passthrough_private=1' "$run/dcfs-private-off.log" &&
+		   grep -q 'uncached passthrough not offered' "$run/dcfs-private-off.log"; then
+			pass "parameter off: uncached passthrough not offered, and the log says how to turn it on"
+		else
+			fail "parameter off: no hint in the dcfs log"
+		fi
+		grep -E 'passthrough_private|uncached passthrough' "$run/dcfs-private-off.log"
+		umount "$mp" || fail "umount $mp"
+		wait $pid
+	else
+		fail "dcfs with fuse.passthrough_private off did not mount"
+	fi
+	echo Y > "$param"
+else
+	fail "no $param: not the dcfs kernel?"
+fi
+
 echo "dcfs: $dcfs -f -o config=$cfg $backing $mp"
 dcfs_start "$dcfs" "$backing" "$mp" "$cfg" "$run/dcfs.log" || exit 1
 pass "dcfs mounted on $mp"
