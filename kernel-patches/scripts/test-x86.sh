@@ -13,7 +13,8 @@
 #           dcfs uncached passthrough over ext4; what CI runs)
 #   KP_STAGES="smoke"          only the stages named (a "-wbdef" name too)
 #   X86_CPUS=N (2)  X86_MEM (2G)  X86_KERNEL=IMAGE (another kernel image,
-#   e.g. one without a fix)  KP_ALLOW_SKIP=1 (a missing build/dcfs skips
+#   e.g. one without a fix; X86_HEADERS=its linux-headers .deb, for the
+#   fuse-pt stage's attrdelay module)  KP_ALLOW_SKIP=1 (a missing build/dcfs skips
 #   the dcfs stages instead of failing them)  X86_RUN=DIR (results; default
 #   $DCFS_KCACHE/run/test-x86)
 source "$(dirname "$0")/common.sh"
@@ -28,6 +29,7 @@ CPUS=${X86_CPUS:-2}
 MEM=${X86_MEM:-2G}
 
 # the kernel: from the linux-image package make x86 built
+HEADERS=${X86_HEADERS:-}
 if [ -n "${X86_KERNEL:-}" ]; then
 	KERNEL=$X86_KERNEL
 else
@@ -38,6 +40,7 @@ else
 	dpkg-deb -x "$deb" "$RUN/pkg" || die "dpkg-deb -x $deb failed"
 	KERNEL=$RUN/pkg/boot/vmlinuz-$rel
 	log "kernel from package $(basename "$deb")"
+	[ -n "$HEADERS" ] || HEADERS=$(ls "$dir"/linux-headers-"$rel"_*.deb 2>/dev/null | head -1)
 fi
 [ -f "$KERNEL" ] || die "no kernel image $KERNEL"
 
@@ -46,6 +49,28 @@ for prog in dontcache_test fuse_pt_test wbsync_race large_folio_test; do
 		-o "$RUN/bin/$prog" "$KP_DIR/test/$prog.c" ||
 		die "building $prog failed"
 done
+# The fuse-pt stage's attrdelay module (B2, test/attrdelay.c), built against
+# the booted kernel's headers package; without one the stage says it did
+# not run that case.
+build_attrdelay() {
+	local k=$RUN/kmod
+	[ -n "$HEADERS" ] || { log "no linux-headers package: attrdelay.ko not built"; return 0; }
+	mkdir -p "$k"
+	dpkg-deb -x "$HEADERS" "$RUN/hdr" || die "dpkg-deb -x $HEADERS failed"
+	cp "$KP_DIR/test/attrdelay.c" "$k/"
+	echo 'obj-m := attrdelay.o' > "$k/Kbuild"
+	make -C "$(ls -d "$RUN"/hdr/usr/src/linux-headers-* | head -1)" M="$k" \
+		modules > "$k/build.log" 2>&1 || {
+		tail -20 "$k/build.log" >&2
+		die "building attrdelay.ko failed (log: $k/build.log)"
+	}
+	cp "$k/attrdelay.ko" "$RUN/bin/"
+	rm -rf "$RUN/hdr"
+}
+if want fuse-pt || want fuse-pt-wbdef; then
+	build_attrdelay
+fi
+
 cp "$KP_DIR"/test/{fuse-pt-guest.sh,dcfs-guest.sh,dcfs-common.sh,meta-guest.sh,wbsync-race-guest.sh,largefolio-guest.sh,smoke-guest.sh,nowait-guest.sh} "$RUN/"
 
 DCFS=$KP_DIR/../build/dcfs

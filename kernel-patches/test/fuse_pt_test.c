@@ -36,11 +36,18 @@
  *       has answered that READ.  Once the write has completed, a buffered
  *       read through the other open must return the new data (patch 0024;
  *       queued O_DIRECT writes failed this before it)
- *   fuse_pt_test attrrace BACKINGDIR
+ *   fuse_pt_test attrrace|attrrace-delay BACKINGDIR
  *       B2: FUSE_PASSTHROUGH_ATTR with a 60 s attribute timeout; two
- *       extending O_DIRECT writes at once by io_submit() on a passthrough
- *       file, 300 times: after each pair the FUSE inode's size must be the
- *       backing file's (no older attribute snapshot stored last)
+ *       extending O_DIRECT writes at once by io_submit() from two CPUs on
+ *       a passthrough file, 300 times: after each pair the FUSE inode's
+ *       size must be the backing file's (no older attribute snapshot stored
+ *       last); -delay: with the attrdelay module (test/attrdelay.c) holding
+ *       one completion's snapshot before it is stored
+ *   fuse_pt_test stacked BACKINGDIR
+ *       B6: FUSE_PASSTHROUGH_ATTR over a backing file on another FUSE
+ *       mount (this server again, in a child): after a passthrough write
+ *       the file's blocks and times are the lower server's, not the lower
+ *       inode's stale ones
  *
  * The program is its own FUSE server (one thread, read()/writev() on
  * /dev/fuse), mounted with mount(2) on a fresh directory in /tmp.  Its root
@@ -61,6 +68,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -80,6 +88,7 @@
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 
 #include "kt_common.h"
 
@@ -178,6 +187,7 @@ static struct {
 	char mnt[32];
 	pthread_t thread;
 	bool accept_dontcache;	/* accept FUSE_PASSTHROUGH_DONTCACHE */
+	bool no_passthrough;	/* "stacked"'s lower server: no FUSE_PASSTHROUGH */
 	bool serve_data;	/* "dio": READ/WRITE served, FUSE_ASYNC_DIO */
 	/*
 	 * "dio": the next WRITE is held, unanswered, until a READ has been
@@ -323,7 +333,10 @@ static void do_init(const struct fuse_in_header *in,
 		reply_err(in, EPROTO);
 		return;
 	}
-	want = FUSE_INIT_EXT | PT_INIT_PASSTHROUGH;
+	want = FUSE_INIT_EXT;
+	/* a file system with passthrough cannot back another one's */
+	if (!srv.no_passthrough)
+		want |= PT_INIT_PASSTHROUGH;
 	if (srv.accept_dontcache)
 		want |= PT_INIT_DONTCACHE;
 	if (opt_accept_attr)
@@ -740,7 +753,10 @@ static void server_start(const char *backing, bool accept_dontcache,
 	char opts[128];
 	double t0 = now();
 
+	bool no_passthrough = srv.no_passthrough;
+
 	memset(&srv, 0, sizeof(srv));
+	srv.no_passthrough = no_passthrough;
 	srv.accept_dontcache = accept_dontcache;
 	srv.serve_data = serve_data;
 	srv.dir = open(backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1765,37 +1781,93 @@ static int usage(void)
 	fprintf(stderr,
 		"usage: fuse_pt_test offer [expect-yes|expect-no]\n"
 		"       fuse_pt_test uncached|mixed|refuse|unnegotiated|dio|"
-		"attrrace BACKINGDIR\n");
+		"attrrace|attrrace-delay|stacked BACKINGDIR\n");
 	return 2;
 }
 
 /*
  * "attrrace" (B2): the server accepts FUSE_PASSTHROUGH_ATTR and lets
  * attributes stay valid for 60 s; a passthrough file gets two extending
- * O_DIRECT writes at once by io_submit(), ATTR_ROUNDS times: both start
- * at EOF (a write past EOF would make xfs zero the gap and wait for the
- * other first), one 4 KiB, one 8 KiB long, the same data.  Their
- * completions run from a workqueue, concurrently, and each copies the
- * backing inode's attributes into the FUSE inode.  Once both completed,
- * the FUSE inode's size (fstat, lseek(SEEK_END): the cached attributes,
- * no GETATTR within the timeout) must be the backing file's; a snapshot
- * read before the other write completed but stored after it shows a size
- * that went backwards.
+ * O_DIRECT writes at once, ATTR_ROUNDS times (FUSE_PT_ROUNDS overrides):
+ * both start at EOF (a write past EOF would make xfs zero the gap and wait
+ * for the other first), one 4 KiB, one 8 KiB long, the same data, each
+ * submitted by io_submit() from its own thread, pinned to CPU 0 and CPU 1
+ * (where there are two): the block layer completes a request on the CPU
+ * that submitted it, so the two completions run on two CPUs, concurrently,
+ * from workqueues, and each copies the backing inode's attributes into the
+ * FUSE inode.  Once both completed, the FUSE inode's size (fstat,
+ * lseek(SEEK_END): the cached attributes, no GETATTR within the timeout)
+ * must be the backing file's; a snapshot read before the other write
+ * completed but stored after it shows a size that went backwards.
+ * "attrrace-delay": the same with the attrdelay module loaded (the guest
+ * script loads it), which holds each snapshot the 4 KiB write's completion
+ * takes on CPU 0 for a while before it is stored; checks that it did.
  */
 #define ATTR_ROUNDS 300
 #define ATTR_REQ 4096
 
-static int attr_race(const char *backing)
+struct attr_submitter {
+	pthread_t thread;
+	pthread_barrier_t *go, *done;
+	aio_context_t ctx;
+	struct iocb cb;
+	int cpu, rounds, err;
+};
+
+/* one write per round: wait for "go", submit, wait for "done" */
+static void *attr_submit(void *arg)
 {
-	struct iocb cb[2], *cbp[2] = { &cb[0], &cb[1] };
+	struct attr_submitter *a = arg;
+	struct iocb *cbp = &a->cb;
+	cpu_set_t set;
+	int r;
+
+	CPU_ZERO(&set);
+	CPU_SET(a->cpu, &set);
+	/* one CPU only (UML): both submit from it */
+	sched_setaffinity(0, sizeof(set), &set);
+	for (r = 0; r < a->rounds; r++) {
+		pthread_barrier_wait(a->go);
+		if (syscall(SYS_io_submit, a->ctx, 1, &cbp) != 1)
+			a->err = errno;
+		pthread_barrier_wait(a->done);
+	}
+	return NULL;
+}
+
+/* the attrdelay module's count of held snapshots (-1: not loaded) */
+static long attrdelay_count(void)
+{
+	FILE *f = fopen("/sys/module/attrdelay/parameters/delayed", "r");
+	long n = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &n) != 1)
+			n = -1;
+		fclose(f);
+	}
+	return n;
+}
+
+static int attr_race(const char *backing, bool delayed)
+{
+	pthread_barrier_t go, done;
+	struct attr_submitter sub[2];
 	struct io_event ev[2];
 	aio_context_t ctx = 0;
-	int fd, r, i, got, behind = 0, seek_behind = 0, errs = 0;
+	int fd, r, i, got, behind = 0, seek_behind = 0, errs = 0, rounds;
+	long delays0 = attrdelay_count();
+	const char *env = getenv("FUSE_PT_ROUNDS");
 	off_t want, seek;
 	unsigned char *buf;
 	struct stat st;
 	uint64_t acc;
 
+	rounds = env && atoi(env) > 0 ? atoi(env) : ATTR_ROUNDS;
+	if (delayed && delays0 < 0) {
+		check(0, "attrrace-delay: the attrdelay module is loaded");
+		return summary();
+	}
 	opt_accept_attr = true;
 	opt_attr_secs = 60;
 	server_start(backing, false, false);
@@ -1812,17 +1884,34 @@ static int attr_race(const char *backing)
 		     PT_FOPEN_PASSTHROUGH);
 	if (fd < 0 || syscall(SYS_io_setup, 8, &ctx))
 		die("attrrace open / io_setup");
-	for (r = 0; r < ATTR_ROUNDS; r++) {
-		for (i = 0; i < 2; i++) {
-			memset(&cb[i], 0, sizeof(cb[i]));
-			cb[i].aio_fildes = fd;
-			cb[i].aio_lio_opcode = IOCB_CMD_PWRITE;
-			cb[i].aio_buf = (uintptr_t)buf;
-			cb[i].aio_nbytes = (i + 1) * ATTR_REQ;
-			cb[i].aio_offset = 2 * r * ATTR_REQ;
-		}
-		if (syscall(SYS_io_submit, ctx, 2, cbp) != 2)
+	if (pthread_barrier_init(&go, NULL, 3) ||
+	    pthread_barrier_init(&done, NULL, 3))
+		die("pthread_barrier_init");
+	for (i = 0; i < 2; i++) {
+		memset(&sub[i], 0, sizeof(sub[i]));
+		sub[i].go = &go;
+		sub[i].done = &done;
+		sub[i].ctx = ctx;
+		sub[i].cpu = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? i : 0;
+		sub[i].rounds = rounds;
+		sub[i].cb.aio_fildes = fd;
+		sub[i].cb.aio_lio_opcode = IOCB_CMD_PWRITE;
+		sub[i].cb.aio_buf = (uintptr_t)buf;
+		sub[i].cb.aio_nbytes = (i + 1) * ATTR_REQ;
+		errno = pthread_create(&sub[i].thread, NULL, attr_submit,
+				       &sub[i]);
+		if (errno)
+			die("pthread_create");
+	}
+	for (r = 0; r < rounds; r++) {
+		for (i = 0; i < 2; i++)
+			sub[i].cb.aio_offset = 2 * r * ATTR_REQ;
+		pthread_barrier_wait(&go);
+		pthread_barrier_wait(&done);
+		if (sub[0].err || sub[1].err) {
+			errno = sub[0].err ? sub[0].err : sub[1].err;
 			die("io_submit");
+		}
 		for (got = 0; got < 2; ) {
 			int n = syscall(SYS_io_getevents, ctx, 1, 2 - got,
 					ev + got, NULL);
@@ -1845,13 +1934,23 @@ static int attr_race(const char *backing)
 			       "backing %lld\n", r, (long long)st.st_size,
 			       (long long)seek, (long long)want);
 	}
+	for (i = 0; i < 2; i++)
+		pthread_join(sub[i].thread, NULL);
 	check(!errs, "attrrace: %d rounds of two extending O_DIRECT "
-	      "io_submit() writes completed (%d short)", ATTR_ROUNDS, errs);
-	check(!behind && !seek_behind, "attrrace: the FUSE inode's size "
+	      "io_submit() writes from CPUs %d and %d completed (%d short)",
+	      rounds, sub[0].cpu, sub[1].cpu, errs);
+	if (delayed)
+		check(attrdelay_count() > delays0, "attrrace-delay: %ld "
+		      "attribute snapshots held by the attrdelay module",
+		      attrdelay_count() - delays0);
+	check(!behind && !seek_behind, "attrrace%s: the FUSE inode's size "
 	      "behind the backing file's after %d of %d rounds (fstat), %d "
-	      "(lseek SEEK_END)", behind, ATTR_ROUNDS, seek_behind);
+	      "(lseek SEEK_END)", delayed ? "-delay" : "", behind, rounds,
+	      seek_behind);
 	printf("attrrace: %u GETATTR requests at the server\n",
 	       op_count(FUSE_GETATTR));
+	pthread_barrier_destroy(&go);
+	pthread_barrier_destroy(&done);
 	syscall(SYS_io_destroy, ctx);
 	close(fd);
 	free(buf);
@@ -1860,6 +1959,110 @@ out:
 	server_stop();
 	opt_accept_attr = false;
 	opt_attr_secs = 0;
+	return summary();
+}
+
+/*
+ * "stacked" (B6): FUSE_PASSTHROUGH_ATTR over a backing file that is itself
+ * on a FUSE mount, the kind of file system whose inode can hold attributes
+ * older than its server's: a second instance of this server, in a child
+ * process, serves READ and WRITE from BACKINGDIR with attributes valid for
+ * 60 s and no passthrough of its own (so that its files may back ours).
+ * A write through our passthrough file goes to the lower FUSE file, whose
+ * inode then has the new size but the blocks and times from before the
+ * write, marked stale (its server has the new ones).  Copied as cached
+ * (AT_STATX_DONT_SYNC), they would stay on our file for the attribute
+ * timeout; the kernel must ask our server instead (GETATTR), which asks the
+ * lower file system, which asks its server.  Checked after an 8 KiB write
+ * to a new file: st_size, st_blocks and st_mtime through our mount are
+ * BACKINGDIR's file's.
+ */
+static int stacked(const char *backing)
+{
+	int up[2], down[2], fd, status;
+	char lower[sizeof(srv.mnt)] = "", go = 'x';
+	unsigned char *buf;
+	struct stat st, real;
+	pid_t pid;
+
+	if (pipe(up) || pipe(down))
+		die("pipe");
+	pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (!pid) {
+		/* the lower server: mount, say where, wait, unmount */
+		close(up[0]);
+		close(down[1]);
+		srv.no_passthrough = true;
+		opt_attr_secs = 60;
+		server_start(backing, false, true);
+		if (write(up[1], srv.mnt, sizeof(srv.mnt)) != sizeof(srv.mnt))
+			die("pipe write");
+		if (read(down[0], &go, 1) < 0)
+			die("pipe read");
+		server_stop();
+		_exit(failed ? 1 : 0);
+	}
+	close(up[1]);
+	close(down[0]);
+	if (read(up[0], lower, sizeof(lower)) != sizeof(lower))
+		die("the lower FUSE server did not start");
+	printf("stacked: lower FUSE mount %s over %s\n", lower, backing);
+
+	opt_accept_attr = true;
+	opt_attr_secs = 60;
+	server_start(lower, false, false);
+	if (!(atomic_load(&srv.accepted) & PT_INIT_ATTR)) {
+		check(0, "stacked: INIT: FUSE_PASSTHROUGH_ATTR accepted");
+		goto out;
+	}
+	unlinkat(srv.dir, "stacked", 0);
+	fd = pt_open("stacked", O_CREAT | O_EXCL | O_RDWR,
+		     PT_FOPEN_PASSTHROUGH);
+	if (fd < 0)
+		die("stacked: passthrough open of a file on the lower FUSE mount");
+	/* the write's times must differ from the create's */
+	usleep(50 * 1000);
+	if (posix_memalign((void **)&buf, PAGE, 2 * PAGE))
+		die("posix_memalign");
+	memset(buf, 0x6b, 2 * PAGE);
+	if (pwrite(fd, buf, 2 * PAGE, 0) != 2 * PAGE)
+		die("stacked: pwrite");
+	if (fstat(fd, &st))
+		die("stacked: fstat");
+	{
+		char p[PATH_MAX];
+
+		snprintf(p, sizeof(p), "%s/stacked", backing);
+		if (stat(p, &real))
+			die(p);
+	}
+	check(st.st_size == real.st_size && st.st_blocks == real.st_blocks &&
+	      st.st_mtim.tv_sec == real.st_mtim.tv_sec &&
+	      st.st_mtim.tv_nsec == real.st_mtim.tv_nsec,
+	      "stacked: after a passthrough write to a file on a FUSE mount, "
+	      "size %lld, blocks %lld, mtime %lld.%09ld through the mount; "
+	      "the file's own: %lld, %lld, %lld.%09ld (%u GETATTR)",
+	      (long long)st.st_size, (long long)st.st_blocks,
+	      (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+	      (long long)real.st_size, (long long)real.st_blocks,
+	      (long long)real.st_mtim.tv_sec, real.st_mtim.tv_nsec,
+	      op_count(FUSE_GETATTR));
+	close(fd);
+	free(buf);
+	unlinkat(srv.dir, "stacked", 0);
+out:
+	server_stop();
+	opt_accept_attr = false;
+	opt_attr_secs = 0;
+	if (write(down[1], &go, 1) != 1)
+		die("pipe write");
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+	    WEXITSTATUS(status))
+		check(0, "stacked: the lower FUSE server stopped cleanly");
+	close(up[0]);
+	close(down[1]);
 	return summary();
 }
 
@@ -1881,6 +2084,10 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "dio"))
 		return dio(argv[2]);
 	if (!strcmp(argv[1], "attrrace"))
-		return attr_race(argv[2]);
+		return attr_race(argv[2], false);
+	if (!strcmp(argv[1], "attrrace-delay"))
+		return attr_race(argv[2], true);
+	if (!strcmp(argv[1], "stacked"))
+		return stacked(argv[2]);
 	return usage();
 }
