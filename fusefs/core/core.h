@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * fusefs/core/ -- Identity and resources: the handle and inode types every
- * layer shares, the inode table, node ids, file handles, the O_PATH fd
- * cache, caller credentials and the self-mount guards.
+ * fusefs/core/ -- Identity and resources: the inode type every layer
+ * shares, the inode table, node ids, file handles, the O_PATH fd cache,
+ * caller credentials and the self-mount guards.  An open file (struct
+ * dcfs_file) is io/'s: nothing here sees inside it.
  *
  * Invariants:
  *  - Every FUSE node id is a number from nodeid.c (derived from the
@@ -56,76 +57,6 @@ struct dcfs_inode {
 	_Atomic bool posix_locked;
 };
 
-/*
- * An I/O strategy, chosen once when a file is opened and kept in the
- * handle.  read() must reply to the request; write() returns the number of
- * bytes written or -errno.
- */
-struct dcfs_io {
-	const char *name;
-	void (*read)(fuse_req_t req, struct dcfs_file *f, size_t size, off_t off);
-	ssize_t (*write)(struct dcfs_file *f, struct fuse_bufvec *in, off_t off);
-	void (*release)(struct dcfs_file *f);
-};
-
-struct probe;
-struct file_stats;
-struct stream_state;
-struct db_state;
-
-/*
- * Where a handle's data may be held and how it reaches the backing file:
- * the inputs of the coherence model (io/coherence.c, dcfs(8) DATA
- * COHERENCE).
- */
-struct data_use {
-	bool read_uncached; /* current behaviour of the backing I/O */
-	bool write_uncached;
-	bool was_resident;  /* the file had cached pages at open */
-	bool fuse_cached;   /* a streaming reader served through the FUSE cache */
-	bool cached_writer; /* writes through the FUSE page cache (notify.c counts it) */
-	bool direct_io;	    /* opened FOPEN_DIRECT_IO */
-};
-
-/* How the kernel and the daemon share a handle's I/O (io/passthrough.c). */
-struct pt_handle {
-	int kind;	       /* who does this handle's I/O */
-	uint32_t uncached;     /* the uncached FOPEN flags sent */
-	bool dropbehind_wish;  /* io_select.c: a read-only stream dropbehind.c may trail */
-	bool kernel_uncached_wish; /* the kernel may read and write it uncached */
-	off_t size0;	       /* size at a kernel writer's open (written_kernel) */
-	bool setid0;	       /* the file had a set-id bit at open */
-};
-
-/*
- * One open of a file: what every handle has, whatever its strategy.  The
- * state of a strategy or of a mechanism used by some handles only lives in
- * a struct of its own, allocated when the handle starts using it and freed
- * with it: the streaming engine's (struct stream_state, io/io_stream.c),
- * drop-behind's (struct db_state, io/dropbehind.c), the write pipe's
- * (struct wpipe, io/write_pipe.c).
- */
-struct dcfs_file {
-	int fd; /* backing fd opened with the caller's flags */
-	int flags;
-	struct dcfs_inode *inode;
-	const struct dcfs_io *io;
-	_Atomic int refs; /* release + requests in progress */
-	pthread_mutex_t lock; /* the fields below */
-
-	int policy;	    /* enum dcfs_policy decided at open */
-	struct dcfs_file *prev, *next; /* open handles, for teardown */
-	struct file_stats *stats; /* stats.c: who opened it, why, bytes moved */
-	struct probe *probe; /* RWF_DONTCACHE support of its filesystem */
-
-	struct data_use use; /* who holds its data (io/coherence.c) */
-
-	struct pt_handle pt; /* io/passthrough.c: who does this handle's I/O */
-	struct stream_state *stream; /* io/io_stream.c; NULL: not a stream */
-	struct db_state *db; /* io/dropbehind.c; NULL: not trailed */
-	struct wpipe *wp; /* write coalescing and deferred errors (write_pipe.c) */
-};
-
 struct dcfs_options {
 	char *backing;
 	char *mountpoint;
@@ -173,11 +104,6 @@ extern struct dcfs_fs dcfs;
 static inline long dcfs_err(long ret)
 {
 	return ret < 0 ? -errno : ret;
-}
-
-static inline struct dcfs_file *dcfs_file_of(struct fuse_file_info *fi)
-{
-	return (struct dcfs_file *)(uintptr_t)fi->fh;
 }
 
 struct fdcache_stats {

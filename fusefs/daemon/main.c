@@ -104,7 +104,7 @@ static void dcfs_init(void *userdata, struct fuse_conn_info *conn)
 static void dcfs_destroy(void *userdata)
 {
 	(void)userdata;
-	files_release_all();
+	io_release_all();
 	dirs_release_all();
 	inode_table_destroy();
 }
@@ -283,8 +283,7 @@ static int run(struct fuse_args *args)
 		goto out_unmount;
 	/* Threads only after fuse_daemonize(): they would not survive its fork. */
 	creds_drop_reserve();
-	if (reload_start() < 0 || notify_start(se) < 0 || coh_start() < 0 ||
-	    dropbehind_start() < 0 || shutdown_start() < 0 ||
+	if (reload_start() < 0 || io_start(se) < 0 || shutdown_start() < 0 ||
 	    readonly_start() < 0)
 		goto out_unmount;
 	ret = serve(se) ? 1 : 0;
@@ -292,9 +291,7 @@ static int run(struct fuse_args *args)
 	shutdown_stop();
 	if (shutdown_forced())
 		ret = 1;
-	dropbehind_stop();
-	coh_stop();
-	notify_stop();
+	io_stop();
 	stuck = reload_stop();
 out_unmount:
 	readonly_stop();

@@ -91,7 +91,7 @@ static void drain(int sig)
 {
 	int timeout = dcfs.opt.stop_timeout;
 	double start = now_s(), left;
-	size_t n = files_open_count();
+	size_t n = io_open_count();
 
 	if (n == 0) {
 		log_info("%s: no file open: unmounting\n", sig_name(sig));
@@ -115,7 +115,7 @@ static void drain(int sig)
 		sig = wait_signal(left < 0.1 ? (int)(left * 1000) + 1 : 100);
 		if (atomic_load(&quitting))
 			return;
-		n = files_open_count();
+		n = io_open_count();
 		if (sig) {
 			log_warn("second %s: unmounting now with %zu file%s open\n",
 				 sig_name(sig), n, n == 1 ? "" : "s");

@@ -156,7 +156,7 @@ static size_t add_entry(fuse_req_t req, fuse_ino_t ino, char *p, size_t rem,
 			const struct dirent *de, bool attrs)
 {
 	struct fuse_entry_param e;
-	uint64_t landed;
+	uint64_t mark;
 	size_t size;
 
 	/* An entry with node id 0 gives the kernel the name only. */
@@ -167,11 +167,11 @@ static size_t add_entry(fuse_req_t req, fuse_ino_t ino, char *p, size_t rem,
 		return fuse_add_direntry_plus(req, p, rem, de->d_name, &e,
 					      de->d_off);
 	}
-	landed = wpipe_landings();
+	mark = io_entry_mark();
 	if (inode_lookup(dcfs_inode_of(ino), de->d_name, &e) < 0)
 		return 0;
 	/* With the writes acknowledged so far, as a lookup (fuse_inode.c). */
-	if (wpipe_settle(dcfs_inode_of(e.ino), landed))
+	if (io_entry_settle(dcfs_inode_of(e.ino), mark))
 		inode_stat(dcfs_inode_of(e.ino), &e.attr);
 	size = fuse_add_direntry_plus(req, p, rem, de->d_name, &e, de->d_off);
 	if (size > rem)

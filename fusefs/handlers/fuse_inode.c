@@ -8,7 +8,6 @@
  * symlink of the backing tree for the caller.
  */
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,7 +28,7 @@ static void reply_entry_or_err(fuse_req_t req, int err,
 static void dcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param e;
-	uint64_t landed = wpipe_landings();
+	uint64_t mark = io_entry_mark();
 	int err = -ENOENT;
 
 	/* "." of an id the kernel does not have: an export handle decoded. */
@@ -38,7 +37,7 @@ static void dcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	else
 		err = inode_lookup(dcfs_inode_of(parent), name, &e);
 	/* Buffered writes (write_pipe.c) change the size the entry reports. */
-	if (!err && wpipe_settle(dcfs_inode_of(e.ino), landed))
+	if (!err && io_entry_settle(dcfs_inode_of(e.ino), mark))
 		inode_stat(dcfs_inode_of(e.ino), &e.attr);
 	/* The kernel may remember that the name is missing (options.c). */
 	if (err == -ENOENT && dcfs.opt.negative_timeout > 0) {
@@ -67,29 +66,13 @@ static void dcfs_forget_multi(fuse_req_t req, size_t count,
 static void dcfs_getattr(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi)
 {
-	struct dcfs_inode *inode = dcfs_inode_of(ino);
 	struct stat st;
-	uint64_t gen;
-	int err;
+	int err = io_getattr(dcfs_inode_of(ino), fi, &st);
 
-	wpipe_sync_inode(inode);
-	gen = coherence_gen(inode);
-	if (fi)
-		err = (int)dcfs_err(fstat(dcfs_file_of(fi)->fd, &st));
-	else
-		err = inode_stat(inode, &st);
-	if (err) {
+	if (err)
 		fuse_reply_err(req, -err);
-		return;
-	}
-	/*
-	 * Changed in the backing tree: what the mount caches of it goes (not
-	 * while the kernel reads it through a backing file: nothing cached).
-	 */
-	if (coherence_changed_outside(inode, &st, gen) && !passthrough_backed(inode))
-		notify_inval(ino, 0, 0, 0);
-	coh_saw_mode(inode, st.st_mode);
-	fuse_reply_attr(req, &st, dcfs.opt.attr_timeout);
+	else
+		fuse_reply_attr(req, &st, dcfs.opt.attr_timeout);
 }
 
 /*
@@ -115,16 +98,6 @@ static int setattr_owner(int pfd, const struct stat *attr, int valid)
 
 	return (int)dcfs_err(fchownat(pfd, "", uid, gid,
 				      AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
-}
-
-static int setattr_size(int pfd, int fd, off_t size)
-{
-	char path[64];
-
-	if (fd >= 0)
-		return (int)dcfs_err(ftruncate(fd, size));
-	inode_proc_path(pfd, path);
-	return (int)dcfs_err(truncate(path, size));
 }
 
 static struct timespec time_arg(const struct timespec *t, int valid,
@@ -164,10 +137,8 @@ static int setattr_apply(struct dcfs_inode *inode, int fd,
 		err = setattr_mode(inode, pfd, fd, attr->st_mode);
 	if (!err && (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
 		err = setattr_owner(pfd, attr, valid);
-	if (!err && (valid & FUSE_SET_ATTR_SIZE)) {
-		err = setattr_size(pfd, fd, attr->st_size);
-		atomic_fetch_add(&inode->data_gen, 1);
-	}
+	if (!err && (valid & FUSE_SET_ATTR_SIZE))
+		err = io_truncate(inode, pfd, fd, attr->st_size);
 	if (!err && (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
 			      FUSE_SET_ATTR_ATIME_NOW |
 			      FUSE_SET_ATTR_MTIME_NOW)))
@@ -180,20 +151,16 @@ static void dcfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			 int valid, struct fuse_file_info *fi)
 {
 	struct dcfs_inode *inode = dcfs_inode_of(ino);
-	int fd = fi ? dcfs_file_of(fi)->fd : -1;
 	int err;
 
 	/* Buffered writes come first: a size or mtime set must stay. */
-	wpipe_sync_inode(inode);
-	err = setattr_apply(inode, fd, attr, valid);
-
+	io_setattr_prepare(inode);
+	err = setattr_apply(inode, io_fd(fi), attr, valid);
 	if (err) {
 		fuse_reply_err(req, -err);
 		return;
 	}
-	/* A new size or mtime of the mount's own: not a change from outside. */
-	if (valid & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
-		coherence_changed_inside(inode);
+	io_setattr_done(inode, valid);
 	dcfs_getattr(req, ino, fi);
 }
 
@@ -351,7 +318,7 @@ static void dcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	struct dcfs_inode *inode = dcfs_inode_of(ino);
 	int fd = inode_pin(inode), dfd, err;
 	struct fuse_entry_param e;
-	uint64_t landed = wpipe_landings();
+	uint64_t mark = io_entry_mark();
 
 	if (fd < 0) {
 		fuse_reply_err(req, -fd);
@@ -366,7 +333,7 @@ static void dcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	if (!err)
 		err = inode_lookup_again(inode, &e);
 	/* The kernel takes a new entry's size whatever it holds (as lookup). */
-	if (!err && wpipe_settle(inode, landed))
+	if (!err && io_entry_settle(inode, mark))
 		inode_stat(inode, &e.attr);
 	reply_entry_or_err(req, err, &e);
 }

@@ -97,7 +97,7 @@ static char *file_policy_text(fuse_req_t req, struct dcfs_inode *inode)
 		/* "cache (passthrough; class …)", "cache (forwarded: why; …)" */
 		char mode[160], *v = NULL;
 
-		passthrough_describe(inode, mode, sizeof(mode));
+		io_describe_cached(inode, mode, sizeof(mode));
 		if (asprintf(&v, "cache (%s; %s", mode, buf + strlen("cache (")) < 0)
 			v = NULL;
 		return v;
@@ -243,7 +243,7 @@ static int backing_set(struct dcfs_inode *inode, const char *name, const char *v
 				  : removexattr(path, name));
 	inode_unpin(inode);
 	if (!err && !strncmp(name, "system.posix_acl_access", 23))
-		coh_mode_changed(inode);
+		io_mode_changed(inode);
 	return err;
 }
 

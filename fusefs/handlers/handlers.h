@@ -8,11 +8,7 @@
 
 #include "io/io.h"
 
-/* fuse_file.c (files_*) and fuse_dir.c (dirs_*): handles the kernel never released */
 /* fuse_file.c */
-void files_release_all(void);
-size_t files_open_count(void);
-void files_foreach(void (*fn)(struct dcfs_file *f, void *arg), void *arg);
 void fuse_file_ops(struct fuse_lowlevel_ops *ops);
 
 /* fuse_lock.c: flock and POSIX locks on the backing file */

@@ -368,7 +368,7 @@ static void prom_gauges(FILE *out)
 	}
 	prom_head(out, "dcfs_open_files", "gauge", "File handles open now.");
 	prom_start(out, "dcfs_open_files", 0);
-	fprintf(out, "} %zu\n", files_open_count());
+	fprintf(out, "} %zu\n", io_open_count());
 	prom_head(out, "dcfs_stopping", "gauge",
 		  "1 while a graceful stop waits for open files (new opens get EBUSY).");
 	prom_start(out, "dcfs_stopping", 0);
@@ -491,7 +491,7 @@ char *stats_files(uid_t who)
 	if (!c.out)
 		return NULL;
 	fputs("uid\tpid\tclass\tmode\tread\twritten\tpath\trule\n", c.out);
-	files_foreach(list_one, &c);
+	io_foreach(list_one, &c);
 	if (c.left_out)
 		fprintf(c.out, "# %zu more open files not shown (a listing is limited to 64 KiB)\n",
 			c.left_out);

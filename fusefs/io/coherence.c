@@ -84,6 +84,7 @@
  * Changes from outside the mount and the stamps that notice them: stamp.c.
  */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -298,7 +299,7 @@ static bool patch_locked(struct dcfs_inode *inode, char *buf, off_t off,
 	return any;
 }
 
-bool coh_overlaid(struct dcfs_inode *inode, off_t off, size_t len)
+static bool coh_overlaid(struct dcfs_inode *inode, off_t off, size_t len)
 {
 	bool any = false;
 
@@ -311,7 +312,7 @@ bool coh_overlaid(struct dcfs_inode *inode, off_t off, size_t len)
 	return any;
 }
 
-void coh_patch(struct dcfs_inode *inode, char *buf, off_t off, size_t len,
+static void coh_patch(struct dcfs_inode *inode, char *buf, off_t off, size_t len,
 	       const struct coh_overlay *skip)
 {
 	if (!atomic_load(&n_overlays))
@@ -404,7 +405,7 @@ void coh_stop(void)
  * needs none: nothing of it can be in the FUSE page cache, or the kernel
  * reads it through a backing file.
  */
-bool coh_direct_unprotected(struct dcfs_file *f, const struct fuse_file_info *fi)
+static bool coh_direct_unprotected(struct dcfs_file *f, const struct fuse_file_info *fi)
 {
 	if (!fi->lock_owner || fi->writepage)
 		return false;
@@ -415,12 +416,12 @@ bool coh_direct_unprotected(struct dcfs_file *f, const struct fuse_file_info *fi
 	return false;
 }
 
-void coh_direct_unprotected_done(struct dcfs_inode *inode)
+static void coh_direct_unprotected_done(struct dcfs_inode *inode)
 {
 	atomic_fetch_sub(&inode->coh_flags, COH_WRITER);
 }
 
-struct coh_overlay *coh_direct_begin(struct dcfs_file *f,
+static struct coh_overlay *coh_direct_begin(struct dcfs_file *f,
 				     const struct fuse_file_info *fi,
 				     const void *data, size_t len, off_t off)
 {
@@ -448,7 +449,7 @@ struct coh_overlay *coh_direct_begin(struct dcfs_file *f,
 }
 
 /* The write was made (or failed): invalidate, wait, withdraw. */
-void coh_direct_end(struct coh_overlay *ov)
+static void coh_direct_end(struct coh_overlay *ov)
 {
 	struct timespec until;
 
@@ -481,4 +482,87 @@ void coh_direct_end(struct coh_overlay *ov)
 	if (atomic_fetch_add(&late_invals, 1) == 0)
 		log_warn("a direct write was answered before the FUSE cache of its range was dropped (%d ms): readers may see old data until it is\n",
 			 INVAL_WAIT_MS);
+}
+
+/* A READ of a range a direct write is landing in: with its bytes. */
+static bool read_overlaid(fuse_req_t req, struct dcfs_file *f, size_t size,
+			  off_t off)
+{
+	char *buf = malloc(size ? size : 1);
+	ssize_t n;
+
+	if (!buf)
+		return false;
+	n = pread(f->fd, buf, size, off);
+	if (n < 0) {
+		free(buf);
+		return false; /* a write-only fd: the strategy reads */
+	}
+	coh_patch(f->inode, buf, off, (size_t)n, NULL);
+	fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+	return true;
+}
+
+/*
+ * A READ of a range a direct write is landing in is answered here, with
+ * that write's bytes: true if it was (the request is replied).
+ */
+bool coh_read_overlaid(fuse_req_t req, struct dcfs_file *f, size_t size,
+		       off_t off)
+{
+	return coh_overlaid(f->inode, off, size) &&
+	       read_overlaid(req, f, size, off);
+}
+
+/*
+ * The handle's strategy writes in (f->io->write), beside the FUSE page
+ * cache: a direct write's data is in memory, published while it lands;
+ * and a write-back of cached pages while a direct write of the range
+ * lands carries the direct write's bytes.  The bytes written, or -errno.
+ */
+ssize_t coh_write(struct dcfs_file *f, const struct fuse_file_info *fi,
+		  struct fuse_bufvec *in, off_t off)
+{
+	size_t len = fuse_buf_size(in);
+	bool direct = fi->lock_owner && !fi->writepage;
+	struct fuse_bufvec mem = FUSE_BUFVEC_INIT(len);
+	struct coh_overlay *ov = NULL;
+	ssize_t n;
+
+	/* Nothing of the file can be in the FUSE cache: as it comes. */
+	if (direct && coh_direct_unprotected(f, fi)) {
+		n = f->io->write(f, in, off);
+		coh_direct_unprotected_done(f->inode);
+		return n;
+	}
+	if (!direct && !coh_overlaid(f->inode, off, len))
+		return f->io->write(f, in, off);
+	/* In memory already: written from there, so the engine may adopt it. */
+	if (direct && in->count == 1 && !(in->buf[0].flags & FUSE_BUF_IS_FD)) {
+		ov = coh_direct_begin(f, fi, (const char *)in->buf[0].mem + in->off,
+				      len, off);
+		n = f->io->write(f, in, off);
+		if (n >= 0)
+			coherence_landed(f->inode, f->fd);
+		coh_direct_end(ov);
+		return n;
+	}
+	mem.buf[0].mem = malloc(len ? len : 1);
+	if (!mem.buf[0].mem)
+		return -ENOMEM;
+	n = fuse_buf_copy(&mem, in, 0);
+	if (n >= 0) {
+		mem.buf[0].size = (size_t)n;
+		if (direct)
+			ov = coh_direct_begin(f, fi, mem.buf[0].mem, (size_t)n, off);
+		else
+			coh_patch(f->inode, mem.buf[0].mem, off, (size_t)n, NULL);
+		n = f->io->write(f, &mem, off);
+		if (n >= 0)
+			coherence_landed(f->inode, f->fd);
+		coh_direct_end(ov);
+	}
+	free(mem.buf[0].mem);
+	return n;
 }

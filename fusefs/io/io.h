@@ -10,6 +10,91 @@
 
 #include "policy/policy.h"
 
+struct dcfs_file;
+
+/*
+ * An I/O strategy, chosen once when a file is opened and kept in the
+ * handle.  read() must reply to the request; write() returns the number of
+ * bytes written or -errno.
+ */
+struct dcfs_io {
+	const char *name;
+	void (*read)(fuse_req_t req, struct dcfs_file *f, size_t size, off_t off);
+	ssize_t (*write)(struct dcfs_file *f, struct fuse_bufvec *in, off_t off);
+	void (*release)(struct dcfs_file *f);
+};
+
+struct probe;
+struct file_stats;
+struct stream_state;
+struct db_state;
+
+/*
+ * Where a handle's data may be held and how it reaches the backing file:
+ * the inputs of the coherence model (io/coherence.c, dcfs(8) DATA
+ * COHERENCE).
+ */
+struct data_use {
+	bool read_uncached; /* current behaviour of the backing I/O */
+	bool write_uncached;
+	bool was_resident;  /* the file had cached pages at open */
+	bool fuse_cached;   /* a streaming reader served through the FUSE cache */
+	bool cached_writer; /* writes through the FUSE page cache (notify.c counts it) */
+	bool direct_io;	    /* opened FOPEN_DIRECT_IO */
+};
+
+/* How the kernel and the daemon share a handle's I/O (io/passthrough.c). */
+struct pt_handle {
+	int kind;	       /* who does this handle's I/O */
+	uint32_t uncached;     /* the uncached FOPEN flags sent */
+	bool dropbehind_wish;  /* io_select.c: a read-only stream dropbehind.c may trail */
+	bool kernel_uncached_wish; /* the kernel may read and write it uncached */
+	off_t size0;	       /* size at a kernel writer's open (written_kernel) */
+	bool setid0;	       /* the file had a set-id bit at open */
+};
+
+/*
+ * One open of a file: what every handle has, whatever its strategy.  The
+ * state of a strategy or of a mechanism used by some handles only lives in
+ * a struct of its own, allocated when the handle starts using it and freed
+ * with it: the streaming engine's (struct stream_state, io/io_stream.c),
+ * drop-behind's (struct db_state, io/dropbehind.c), the write pipe's
+ * (struct wpipe, io/write_pipe.c).
+ */
+struct dcfs_file {
+	int fd; /* backing fd opened with the caller's flags */
+	int flags;
+	struct dcfs_inode *inode;
+	const struct dcfs_io *io;
+	_Atomic int refs; /* release + requests in progress */
+	pthread_mutex_t lock; /* the fields below */
+
+	int policy;	    /* enum dcfs_policy decided at open */
+	struct dcfs_file *prev, *next; /* open handles, for teardown */
+	struct file_stats *stats; /* stats.c: who opened it, why, bytes moved */
+	struct probe *probe; /* RWF_DONTCACHE support of its filesystem */
+
+	struct data_use use; /* who holds its data (io/coherence.c) */
+
+	struct pt_handle pt; /* io/passthrough.c: who does this handle's I/O */
+	struct stream_state *stream; /* io/io_stream.c; NULL: not a stream */
+	struct db_state *db; /* io/dropbehind.c; NULL: not trailed */
+	struct wpipe *wp; /* write coalescing and deferred errors (write_pipe.c) */
+};
+
+/* What each open handle carries for user.dcfs.files (file_stats.c). */
+struct file_stats {
+	uid_t uid; /* of the opener: only they (and root) see the handle */
+	pid_t pid;
+	_Atomic uint64_t bytes[2]; /* read, written */
+	char why[192];		   /* the rule that decided */
+};
+
+static inline struct dcfs_file *dcfs_file_of(struct fuse_file_info *fi)
+{
+	return (struct dcfs_file *)(uintptr_t)fi->fh;
+}
+
 enum probe_state { PROBE_UNKNOWN, PROBE_YES, PROBE_NO };
 
 /* What one backing filesystem (st_dev) answered to RWF_DONTCACHE. */
@@ -82,6 +167,57 @@ struct wpipe_limits {
 /* Read-ahead window of a reader through the FUSE cache. */
 #define FRA_WINDOW ((size_t)2 << 20)
 
+/*
+ * io.c: what the handlers call -- the life of an open file and its
+ * requests (each replies or returns the answer), and the attribute
+ * requests that must see the data as the mount holds it.
+ */
+int io_start(struct fuse_session *se);
+void io_stop(void);
+void io_open_prepare(struct dcfs_inode *inode, int flags);
+int io_open(fuse_req_t req, struct dcfs_inode *inode, int fd,
+	    struct fuse_file_info *fi, const struct stat *st);
+struct dcfs_file *io_get(struct fuse_file_info *fi);
+void io_put(struct dcfs_file *f);
+void io_release(struct dcfs_file *f);
+void io_release_all(void);
+size_t io_open_count(void);
+void io_foreach(void (*fn)(struct dcfs_file *f, void *arg), void *arg);
+int io_fd(struct fuse_file_info *fi);
+void io_read(fuse_req_t req, struct dcfs_file *f,
+	     const struct fuse_file_info *fi, size_t size, off_t off);
+ssize_t io_write(fuse_req_t req, struct dcfs_file *f,
+		 const struct fuse_file_info *fi, struct fuse_bufvec *in,
+		 off_t off);
+int io_flush(struct dcfs_file *f);
+int io_fsync(struct dcfs_file *f, int datasync);
+int io_fallocate(fuse_req_t req, struct dcfs_file *f, int mode, off_t off,
+		 off_t len);
+off_t io_lseek(struct dcfs_file *f, off_t off, int whence);
+ssize_t io_copy_file_range(fuse_req_t req, struct dcfs_file *fin, off_t off_in,
+			   struct dcfs_file *fout, off_t off_out, size_t len,
+			   int flags);
+int io_getattr(struct dcfs_inode *inode, struct fuse_file_info *fi,
+	       struct stat *st);
+void io_setattr_prepare(struct dcfs_inode *inode);
+int io_truncate(struct dcfs_inode *inode, int pfd, int fd, off_t size);
+void io_setattr_done(struct dcfs_inode *inode, int valid);
+uint64_t io_entry_mark(void);
+bool io_entry_settle(struct dcfs_inode *inode, uint64_t mark);
+void io_mode_changed(struct dcfs_inode *inode);
+void io_describe_cached(struct dcfs_inode *inode, char *buf, size_t size);
+
+/* copy.c */
+ssize_t copy_uncached(struct dcfs_file *fin, off_t in, struct dcfs_file *fout,
+		      off_t out, size_t len);
+
+/* file_stats.c: the handle's own counters, and the class counters */
+void stats_io(struct dcfs_file *f, enum stat_kind k, uint64_t n);
+void stats_file_bytes(struct dcfs_file *f, bool read, uint64_t n);
+int stats_file_open(fuse_req_t req, struct dcfs_file *f,
+		    const struct dcfs_decision *d);
+void stats_file_close(struct dcfs_file *f);
+
 /* coherence.c: changes of a file's data made outside the mount */
 uint64_t coherence_gen(struct dcfs_inode *inode);
 bool coherence_changed_outside(struct dcfs_inode *inode, const struct stat *st,
@@ -89,22 +225,16 @@ bool coherence_changed_outside(struct dcfs_inode *inode, const struct stat *st,
 void coherence_changed_inside(struct dcfs_inode *inode);
 void coherence_landed(struct dcfs_inode *inode, int fd);
 bool coherence_take_outside(struct dcfs_inode *inode);
-struct coh_overlay;
 void coh_opened(struct dcfs_file *f, const struct fuse_file_info *fi);
 void coh_read_seen(struct dcfs_file *f, const struct fuse_file_info *fi);
 void coh_write_seen(struct dcfs_file *f, const struct fuse_file_info *fi);
 void coh_saw_mode(struct dcfs_inode *inode, mode_t mode);
 void coh_mode_may_change(struct dcfs_inode *inode, int fd);
 void coh_mode_changed(struct dcfs_inode *inode);
-bool coh_direct_unprotected(struct dcfs_file *f, const struct fuse_file_info *fi);
-void coh_direct_unprotected_done(struct dcfs_inode *inode);
-bool coh_overlaid(struct dcfs_inode *inode, off_t off, size_t len);
-void coh_patch(struct dcfs_inode *inode, char *buf, off_t off, size_t len,
-	       const struct coh_overlay *skip);
-struct coh_overlay *coh_direct_begin(struct dcfs_file *f,
-				     const struct fuse_file_info *fi,
-				     const void *data, size_t len, off_t off);
-void coh_direct_end(struct coh_overlay *ov);
+bool coh_read_overlaid(fuse_req_t req, struct dcfs_file *f, size_t size,
+		       off_t off);
+ssize_t coh_write(struct dcfs_file *f, const struct fuse_file_info *fi,
+		  struct fuse_bufvec *in, off_t off);
 int coh_start(void);
 void coh_stop(void);
 

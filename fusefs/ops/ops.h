@@ -18,9 +18,6 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-struct dcfs_file;
-struct dcfs_decision;
-
 #define log_err(...) dcfs_log(FUSE_LOG_ERR, __VA_ARGS__)
 #define log_warn(...) dcfs_log(FUSE_LOG_WARNING, __VA_ARGS__)
 #define log_info(...) dcfs_log(FUSE_LOG_INFO, __VA_ARGS__)
@@ -61,13 +58,6 @@ enum stat_kind {
 	ST__COUNT
 };
 
-struct file_stats {
-	uid_t uid; /* of the opener: only they (and root) see the handle */
-	pid_t pid;
-	_Atomic uint64_t bytes[2]; /* read, written */
-	char why[192];		   /* the rule that decided */
-};
-
 /* log.c */
 void dcfs_log_init(bool foreground, int debug);
 void dcfs_log(enum fuse_log_level level, const char *fmt, ...)
@@ -81,11 +71,6 @@ void shutdown_set_draining(void);
 
 /* stats.c */
 void stats_add(int policy, enum stat_kind k, uint64_t n);
-void stats_file_bytes(struct dcfs_file *f, bool read, uint64_t n);
-void stats_io(struct dcfs_file *f, enum stat_kind k, uint64_t n);
-int stats_file_open(fuse_req_t req, struct dcfs_file *f,
-		    const struct dcfs_decision *d);
-void stats_file_close(struct dcfs_file *f);
 uint64_t stats_get(int policy, enum stat_kind k);
 const char *stats_kind_name(enum stat_kind k);
 

@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
-#include "dcfs_policy.h"
+#include "io/io.h"
 
 static bool is_read_kind(enum stat_kind k)
 {
