@@ -175,6 +175,7 @@ arch-check: $(DAEMON_OBJS)
 FORMATTED := fusefs/core/nodeid.c fusefs/core/state.c fusefs/daemon/daemon.h \
 	fusefs/ops/drain.c fusefs/ops/log.c fusefs/transport/transport.h \
 	fusefs/policy/keys.c fusefs/handlers/op_table.c fusefs/io/admit.c fusefs/io/resident.c fusefs/io/io.c fusefs/io/copy.c \
+	fusefs/transport/wire.c \
 	include/dcfs_fuse_proto.h include/dcfs_version.h \
 	tests/own_mount.c tests/own_mount.h tests/test_config.c tests/test_dirs.c \
 	tests/test_mountopts.c

@@ -274,7 +274,8 @@ static int run(struct fuse_args *args)
 	uring_prepare(dcfs.opt.uring);
 	if (fuse_session_mount(se, dcfs.opt.mountpoint) != 0)
 		goto out_signals;
-	if (passthrough_install(se, dcfs.opt.nopassthrough) < 0)
+	/* The wire's hooks, and what io/ adds to them (passthrough). */
+	if (wire_install(se) < 0 || passthrough_install(se, dcfs.opt.nopassthrough) < 0)
 		goto out_unmount;
 	guard_learn_self(dcfs.opt.mountpoint);
 	dcfs_log_init(dcfs.opt.foreground, dcfs.opt.debug);

@@ -60,6 +60,165 @@ static void json_probes(FILE *out)
 		force_fallback() ? "true" : "false");
 }
 
+static const char *pt_fs_state(int state, int err)
+{
+	return state == PT_FS_YES ? "passthrough" : state == PT_FS_REFUSED ? strerror(err) : "unknown";
+}
+
+static void passthrough_json(FILE *out)
+{
+	struct passthrough_stats p;
+	struct wire_stats w;
+
+	passthrough_stats(&p);
+	wire_stats(&w);
+	fprintf(out,
+		"\"passthrough\":{\"state\":\"%s\",\"reason\":\"%s\",\"direct_io_mmap\":%s,"
+		"\"uncached\":%s,\"opens_kernel_uncached\":%llu,"
+		"\"backing_ids_open\":%llu,\"backing_ids_opened\":%llu,\"backing_ids_closed\":%llu,"
+		"\"max_backing_id\":%llu,\"opens_kernel_io\":%llu,\"opens_daemon_io\":%llu,"
+		"\"opens_forwarded\":%llu,\"fallbacks\":%llu,\"filesystems\":[",
+		p.on ? "on" : "off", p.reason, w.allow_mmap ? "true" : "false",
+		p.dontcache ? "true" : "false", (unsigned long long)p.opens_uncached,
+		(unsigned long long)p.ids_open, (unsigned long long)p.ids_opened,
+		(unsigned long long)p.ids_closed, (unsigned long long)p.max_id,
+		(unsigned long long)p.opens_kernel, (unsigned long long)p.opens_daemon,
+		(unsigned long long)p.opens_fwd, (unsigned long long)p.fallbacks);
+	for (size_t i = 0; i < p.nfs; i++)
+		fprintf(out, "%s{\"dev\":\"%u:%u\",\"fstype\":\"%s\",\"state\":\"%s\"}",
+			i ? "," : "", major(p.fs[i].dev), minor(p.fs[i].dev), p.fs[i].fstype,
+			pt_fs_state(p.fs[i].state, p.fs[i].err));
+	fputs("]}", out);
+}
+
+static void passthrough_table(FILE *out)
+{
+	struct passthrough_stats p;
+	struct wire_stats w;
+
+	passthrough_stats(&p);
+	wire_stats(&w);
+	fprintf(out, "\npassthrough: %s%s%s%s; uncached passthrough %s; direct-I/O shared mmap %s\n",
+		p.on ? "on" : "off", p.on ? "" : " (", p.reason, p.on ? "" : ")",
+		p.dontcache ? "on" : "off", w.allow_mmap ? "allowed" : "off");
+	fprintf(out,
+		"  opens: %llu kernel I/O (%llu uncached), %llu daemon I/O, %llu forwarded,\n"
+		"         %llu fallbacks\n"
+		"  backing ids: %llu open, %llu opened, %llu closed\n",
+		(unsigned long long)p.opens_kernel, (unsigned long long)p.opens_uncached,
+		(unsigned long long)p.opens_daemon, (unsigned long long)p.opens_fwd,
+		(unsigned long long)p.fallbacks, (unsigned long long)p.ids_open,
+		(unsigned long long)p.ids_opened, (unsigned long long)p.ids_closed);
+	for (size_t i = 0; i < p.nfs; i++)
+		fprintf(out, "  dev %u:%u %-8s %s\n", major(p.fs[i].dev), minor(p.fs[i].dev),
+			p.fs[i].fstype, pt_fs_state(p.fs[i].state, p.fs[i].err));
+}
+
+static void uring_json(FILE *out)
+{
+	struct uring_stats u;
+
+	uring_stats(&u);
+	fprintf(out,
+		"\"uring\":{\"state\":\"%s\",\"reason\":\"%s\",\"queues\":%u,"
+		"\"threads_per_queue\":%d,\"requests\":%llu,\"spliced_replies\":%llu,"
+		"\"in_place_replies\":%llu,\"per_cpu\":[",
+		u.state, u.reason, u.queues, u.threads_per_queue, (unsigned long long)u.requests,
+		(unsigned long long)u.splices, (unsigned long long)u.in_place);
+	for (unsigned int i = 0; i < u.queues; i++)
+		fprintf(out, "%s%llu", i ? "," : "", (unsigned long long)u.per_queue[i]);
+	fputs("]}", out);
+}
+
+static void uring_table(FILE *out)
+{
+	struct uring_stats u;
+
+	uring_stats(&u);
+	fprintf(out, "\nio_uring transport: %s%s%s%s\n", u.state, u.on ? "" : " (", u.reason,
+		u.on ? "" : ")");
+	if (!u.accepted)
+		return;
+	fprintf(out,
+		"  %u queues x %d threads, %llu requests (%llu replies read in place, %llu spliced)\n  per queue:",
+		u.queues, u.threads_per_queue, (unsigned long long)u.requests,
+		(unsigned long long)u.in_place, (unsigned long long)u.splices);
+	for (unsigned int i = 0; i < u.queues; i++)
+		fprintf(out, "%s cpu%u %llu", i && i % 6 == 0 ? "\n           " : "", i,
+			(unsigned long long)u.per_queue[i]);
+	fputc('\n', out);
+}
+
+/* "requests":{"lookup":N,...}: the opcodes seen at least once. */
+static void requests_json(FILE *out)
+{
+	struct reqstats r;
+	bool first = true;
+
+	reqstats_snapshot(&r);
+	fputs("\"requests\":{", out);
+	for (int op = 0; op < REQSTATS_NOPCODES; op++) {
+		if (!r.n[op])
+			continue;
+		fprintf(out, "%s\"%s\":%llu", first ? "" : ",", reqstats_op_name(op),
+			(unsigned long long)r.n[op]);
+		first = false;
+	}
+	fputc('}', out);
+}
+
+static void requests_table(FILE *out)
+{
+	struct reqstats r;
+	int col = 0;
+
+	reqstats_snapshot(&r);
+	fputs("\nrequests from the kernel:\n", out);
+	for (int op = 0; op < REQSTATS_NOPCODES; op++) {
+		if (!r.n[op])
+			continue;
+		fprintf(out, "  %-14s %12llu%s", reqstats_op_name(op), (unsigned long long)r.n[op],
+			++col % 3 ? "" : "\n");
+	}
+	if (col % 3)
+		fputc('\n', out);
+}
+
+/* A JSON string: quotes and backslashes escaped, control characters as \u. */
+static void json_string(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(out, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			fprintf(out, "\\u%04x", *s);
+		else
+			fputc(*s, out);
+	}
+	fputc('"', out);
+}
+
+static void reload_json(FILE *out)
+{
+	struct reload_stats r;
+
+	reload_stats(&r);
+	fprintf(out, "\"reload\":{\"failures\":%lu,\"last_failed\":%s,\"error\":", r.failures,
+		r.failed ? "true" : "false");
+	json_string(out, r.failed ? r.error : "");
+	fputc('}', out);
+}
+
+static void reload_table(FILE *out)
+{
+	struct reload_stats r;
+
+	reload_stats(&r);
+	if (r.failed)
+		fprintf(out, "LAST RELOAD %s\n  (the rules loaded before stay in force)\n\n", r.error);
+}
+
 static void fdcache_json(FILE *out)
 {
 	struct fdcache_stats s;
@@ -99,7 +258,7 @@ char *stats_json(void)
 	fputc(',', out);
 	fdcache_json(out);
 	fputc(',', out);
-	reqstats_json(out);
+	requests_json(out);
 	fputc(',', out);
 	reload_json(out);
 	fputs("}\n", out);
@@ -242,7 +401,7 @@ char *stats_table(bool wide)
 	passthrough_table(out);
 	uring_table(out);
 	fdcache_table(out);
-	reqstats_table(out);
+	requests_table(out);
 	if (fclose(out) != 0) {
 		free(buf);
 		return NULL;
@@ -307,12 +466,18 @@ static void prom_per_class(FILE *out, const char *metric, enum stat_kind k,
 	}
 }
 
-static void prom_request(const char *op, uint64_t n, void *arg)
+static void prom_requests(FILE *out)
 {
-	FILE *out = arg;
+	struct reqstats r;
 
-	prom_start(out, "dcfs_requests_total", 0);
-	fprintf(out, ",opcode=\"%s\"} %llu\n", op, (unsigned long long)n);
+	reqstats_snapshot(&r);
+	for (int op = 0; op < REQSTATS_NOPCODES; op++) {
+		if (!r.n[op])
+			continue;
+		prom_start(out, "dcfs_requests_total", 0);
+		fprintf(out, ",opcode=\"%s\"} %llu\n", reqstats_op_name(op),
+			(unsigned long long)r.n[op]);
+	}
 }
 
 static void prom_counters(FILE *out)
@@ -336,7 +501,7 @@ static void prom_counters(FILE *out)
 		       "Handles that switched from cached to uncached I/O (class auto, or held back by min_size).");
 	prom_head(out, "dcfs_requests_total", "counter",
 		  "Requests received from the kernel, by FUSE opcode (the round trips metadata costs).");
-	reqstats_foreach(prom_request, out);
+	prom_requests(out);
 }
 
 static int probe_gauge(int state)
@@ -426,57 +591,50 @@ static void tsv_field(FILE *out, const char *s)
 	}
 }
 
-static const char *dir_mode(const struct dcfs_file *f, bool uncached,
-			    int probe_state)
+static const char *dir_mode(const struct io_file_view *v, bool uncached, int probe_state)
 {
-	if (f->io == &io_plain || !uncached)
+	if (!v->streamed || !uncached)
 		return "cached";
 	return probe_state == PROBE_NO ? "fallback" : "dontcache";
 }
 
-static void handle_mode(struct dcfs_file *f, char *buf, size_t size)
+static void handle_mode(const struct io_file_view *v, char *buf, size_t size)
 {
-	const char *r, *w;
-	uint64_t after;
+	const char *r = dir_mode(v, v->read_uncached, v->probe_rd);
+	const char *w = dir_mode(v, v->write_uncached, v->probe_wr);
 
-	pthread_mutex_lock(&f->lock);
-	r = dir_mode(f, f->use.read_uncached, f->probe ? f->probe->rd : PROBE_UNKNOWN);
-	w = dir_mode(f, f->use.write_uncached, f->probe ? f->probe->wr : PROBE_UNKNOWN);
-	after = f->io == &io_stream ? f->stream->switch_after : 0;
-	pthread_mutex_unlock(&f->lock);
 	if (strcmp(r, w) == 0)
 		snprintf(buf, size, "%s", r);
 	else
 		snprintf(buf, size, "read %s, write %s", r, w);
-	if (after)
-		snprintf(buf + strlen(buf), size - strlen(buf),
-			 " (uncached after %llu bytes)", (unsigned long long)after);
+	if (v->switch_after)
+		snprintf(buf + strlen(buf), size - strlen(buf), " (uncached after %llu bytes)",
+			 (unsigned long long)v->switch_after);
 }
 
-static void list_one(struct dcfs_file *f, void *arg)
+static void list_one(const struct io_file_view *v, void *arg)
 {
 	struct files_ctx *c = arg;
-	struct file_stats *st = f->stats;
 	char path[4096], mode[96];
 
-	if (!st || (c->who != 0 && st->uid != c->who))
+	if (c->who != 0 && v->uid != c->who)
 		return;
 	if (c->pos > FILES_MAX_TEXT) {
 		c->left_out++;
 		return;
 	}
-	if (file_backing_path(f->inode, path, sizeof(path)) < 0)
+	if (file_backing_path(v->inode, path, sizeof(path)) < 0)
 		snprintf(path, sizeof(path), "/(ino %llu, unreachable)",
-			 (unsigned long long)f->inode->ino);
-	handle_mode(f, mode, sizeof(mode));
-	fprintf(c->out, "%u\t%d\t%s\t%s\t%llu\t%llu\t", (unsigned int)st->uid,
-		(int)st->pid, policy_name(f->policy), mode,
-		(unsigned long long)st->bytes[0], (unsigned long long)st->bytes[1]);
+			 (unsigned long long)v->inode->ino);
+	handle_mode(v, mode, sizeof(mode));
+	fprintf(c->out, "%u\t%d\t%s\t%s\t%llu\t%llu\t", (unsigned int)v->uid, (int)v->pid,
+		policy_name(v->policy), mode, (unsigned long long)v->bytes[0],
+		(unsigned long long)v->bytes[1]);
 	tsv_field(c->out, dcfs.opt.mountpoint);
 	if (strcmp(path, "/") != 0)
 		tsv_field(c->out, path);
 	fputc('\t', c->out);
-	tsv_field(c->out, st->why);
+	tsv_field(c->out, v->why);
 	fputc('\n', c->out);
 	c->pos = ftell(c->out);
 }

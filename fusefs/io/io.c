@@ -73,12 +73,43 @@ size_t io_open_count(void)
 	return n;
 }
 
-/* For `dcfs stat --files`: fn runs with the list locked, f cannot go away. */
-void io_foreach(void (*fn)(struct dcfs_file *f, void *arg), void *arg)
+/* What `dcfs stat --files` shows of a handle (handlers/report.c). */
+static void view_of(struct dcfs_file *f, struct io_file_view *v)
 {
+	const struct file_stats *st = f->stats;
+
+	v->inode = f->inode;
+	v->policy = f->policy;
+	v->uid = st->uid;
+	v->pid = st->pid;
+	v->bytes[0] = atomic_load(&st->bytes[0]);
+	v->bytes[1] = atomic_load(&st->bytes[1]);
+	v->why = st->why;
+	pthread_mutex_lock(&f->lock);
+	v->streamed = f->io != &io_plain;
+	v->read_uncached = f->use.read_uncached;
+	v->write_uncached = f->use.write_uncached;
+	v->probe_rd = f->probe ? f->probe->rd : PROBE_UNKNOWN;
+	v->probe_wr = f->probe ? f->probe->wr : PROBE_UNKNOWN;
+	v->switch_after = f->io == &io_stream ? f->stream->switch_after : 0;
+	pthread_mutex_unlock(&f->lock);
+}
+
+/*
+ * For `dcfs stat --files`: fn sees every regular file's handle, with the
+ * list locked (the view's strings last until fn returns).
+ */
+void io_foreach(void (*fn)(const struct io_file_view *v, void *arg), void *arg)
+{
+	struct io_file_view v;
+
 	pthread_mutex_lock(&files.lock);
-	for (struct dcfs_file *f = files.list; f; f = f->next)
-		fn(f, arg);
+	for (struct dcfs_file *f = files.list; f; f = f->next) {
+		if (!f->stats)
+			continue;
+		view_of(f, &v);
+		fn(&v, arg);
+	}
 	pthread_mutex_unlock(&files.lock);
 }
 

@@ -182,7 +182,19 @@ void io_put(struct dcfs_file *f);
 void io_release(struct dcfs_file *f);
 void io_release_all(void);
 size_t io_open_count(void);
-void io_foreach(void (*fn)(struct dcfs_file *f, void *arg), void *arg);
+struct io_file_view {
+	struct dcfs_inode *inode;
+	int policy; /* the class decided at open */
+	uid_t uid;  /* of the opener */
+	pid_t pid;
+	uint64_t bytes[2];	       /* read, written */
+	const char *why;	       /* the rule that decided */
+	bool streamed;		       /* io_stream, else io_plain */
+	bool read_uncached, write_uncached;
+	int probe_rd, probe_wr;	       /* enum probe_state of its filesystem */
+	uint64_t switch_after;	       /* uncached after this many bytes; 0: no switch */
+};
+void io_foreach(void (*fn)(const struct io_file_view *v, void *arg), void *arg);
 int io_fd(struct fuse_file_info *fi);
 void io_read(fuse_req_t req, struct dcfs_file *f,
 	     const struct fuse_file_info *fi, size_t size, off_t off);
@@ -240,11 +252,11 @@ void coh_stop(void);
 
 /* passthrough.c */
 /*
- * passthrough.c: kernel FUSE passthrough through libfuse's custom I/O hooks
- * (the only code that knows protocol layouts libfuse 3.14 lacks; the state
- * table of mixed opens is there).  passthrough_open() runs after
- * io_select(), just before the open/create reply, and may change the
- * handle's FUSE open flags.
+ * passthrough.c: kernel FUSE passthrough (the state table of mixed opens,
+ * the backing ids); it adds its part to the INIT reply and arms the
+ * OPEN/CREATE replies through transport/wire.c.  passthrough_open() runs
+ * after io_select(), just before the open/create reply, and may change
+ * the handle's FUSE open flags.
  */
 int passthrough_install(struct fuse_session *se, bool disabled);
 void passthrough_open(fuse_req_t req, struct dcfs_file *f,
@@ -259,8 +271,24 @@ unsigned int passthrough_handles(const struct dcfs_inode *inode);
 void passthrough_describe(const struct dcfs_inode *inode, char *buf,
 			  size_t size);
 void passthrough_summary(char *buf, size_t size);
-void passthrough_json(FILE *out);
-void passthrough_table(FILE *out);
+/* What passthrough_stats() reports (handlers/report.c renders it). */
+#define PT_MAX_FS 32
+enum { PT_FS_UNKNOWN, PT_FS_YES, PT_FS_REFUSED };
+struct passthrough_stats {
+	bool on, dontcache;
+	char reason[96]; /* why it is off; "" while on */
+	uint64_t opens_kernel, opens_uncached, opens_daemon, opens_fwd;
+	uint64_t fallbacks;
+	uint64_t ids_open, ids_opened, ids_closed, max_id;
+	size_t nfs;
+	struct {
+		dev_t dev;
+		char fstype[16];
+		int state; /* PT_FS_* */
+		int err;   /* PT_FS_REFUSED: why */
+	} fs[PT_MAX_FS];
+};
+void passthrough_stats(struct passthrough_stats *st);
 
 /* io_plain.c */
 extern const struct dcfs_io io_plain;

@@ -1,29 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Kernel FUSE passthrough (Linux >= 6.9) on libfuse 3.14, which has no API
- * for it.  This is the one place that uses the protocol layouts libfuse
- * 3.14 lacks (named in dcfs_fuse_proto.h); everything else keeps using
- * libfuse.
- *
- * Mechanism.  libfuse mounts the session as always (fuse_session_mount(),
- * so fusermount3, the mount options and unmounting are unchanged); then
- * fuse_session_custom_io() installs our read/writev on its fd.  read()
- * only notes the kernel's INIT offer; writev() patches two kinds of reply
- * and passes everything else through untouched:
- *  - INIT: FUSE_INIT_EXT, the FUSE_PASSTHROUGH bit of flags2 with
- *    max_stack_depth 1 (a backing tree on overlayfs or another stacking
- *    filesystem is refused per file, so dcfs itself can still sit under an
- *    overlayfs), and FUSE_DIRECT_IO_ALLOW_MMAP, each only if offered;
- *  - OPEN/CREATE replies of handles passthrough_open() decided to pass
- *    through: FOPEN_PASSTHROUGH and the backing id.  Replies are written
- *    synchronously by the thread that handled the request, so a
- *    thread-local note made just before fuse_reply_open()/_create() names
- *    the reply; it is matched by size and file handle, never guessed.
- * A splice_send hook that just splices keeps libfuse's splice replies
- * (libfuse offers splice only to custom I/O that provides one).
- * With -o uring, both hooks first offer each reply to uring.c: the reply
- * of a request that came through an io_uring entry goes into that entry
- * (after the OPEN/CREATE patching), everything else to /dev/fuse.
+ * for it: what dcfs asks at INIT (passthrough with max_stack_depth 1, so
+ * a backing tree on overlayfs or another stacking filesystem is refused
+ * per file and dcfs itself can still sit under an overlayfs; uncached
+ * passthrough and backing-inode attributes where this project's kernel
+ * offers them), the backing ids, and which open gets one.  The wire
+ * itself is transport/wire.c's: passthrough_install() registers this
+ * file's part of the INIT reply there, and passthrough_open() arms the
+ * OPEN/CREATE reply it decided to pass through (FOPEN_PASSTHROUGH, the
+ * uncached flags, the backing id).
  *
  * What the kernel requires (fs/fuse/iomode.c): once an inode has a
  * passthrough open, every open of it must be FOPEN_PASSTHROUGH with the
@@ -102,13 +88,10 @@
 #include "io/io.h"
 
 /*
- * Open flags the kernel accepts together with FOPEN_PASSTHROUGH.  The
- * uncached ones are only ever sent where the kernel offered them at INIT:
- * a kernel without kernel-patches/0022 fails such opens with EIO.
+ * The uncached open flags are only ever sent where the kernel offered
+ * them at INIT: a kernel without kernel-patches/0022 fails such opens with
+ * EIO.
  */
-#define PT_FOPEN_ALLOWED (PT_FOPEN_PASSTHROUGH | FOPEN_DIRECT_IO | \
-			  FOPEN_PARALLEL_DIRECT_WRITES | FOPEN_NOFLUSH | \
-			  PT_FOPEN_DONTCACHE)
 #define PT_MAX_STACK_DEPTH 1
 
 /* How the kernel does one handle's I/O (struct dcfs_file .pt). */
@@ -137,12 +120,10 @@ struct pt_node {
 };
 
 /* Backing filesystems, by st_dev: the first BACKING_OPEN answers for all. */
-enum { FS_UNKNOWN, FS_YES, FS_REFUSED };
-#define PT_MAX_FS 32
 struct pt_fs {
 	dev_t dev;
 	char fstype[16];
-	int state;
+	int state; /* PT_FS_* */
 	int err;
 };
 
@@ -157,12 +138,8 @@ static struct {
 	bool disabled;	      /* -o nopassthrough */
 	bool no_admin;	      /* no CAP_SYS_ADMIN at mount */
 	_Atomic bool on;      /* requested at INIT and not withdrawn */
-	_Atomic bool mmap;    /* FUSE_DIRECT_IO_ALLOW_MMAP granted */
 	_Atomic bool dontcache; /* uncached passthrough accepted at INIT */
 	_Atomic bool attr;	/* backing-inode attributes accepted at INIT */
-	_Atomic bool init_seen;
-	_Atomic uint64_t init_unique;
-	_Atomic uint32_t init_flags, init_flags2;
 	char off_reason[96];  /* why passthrough is off, once it is */
 	bool logged_transient;
 	_Atomic uint64_t bypass_total; /* sum of n_bypass: a fast "none" */
@@ -170,13 +147,6 @@ static struct {
 	_Atomic uint64_t opens_kernel, opens_daemon, opens_fwd, fallbacks;
 	_Atomic uint64_t opens_uncached; /* of opens_kernel: uncached */
 } pt = { .lock = PTHREAD_MUTEX_INITIALIZER, .dev_fd = -1 };
-
-/* The open reply this thread is about to write (see the top comment). */
-static __thread struct {
-	uint64_t fh; /* 0: none */
-	int32_t backing_id;
-	uint32_t uncached; /* PT_FOPEN_DONTCACHE_* to add */
-} armed;
 
 /* --- credentials ------------------------------------------------------- */
 
@@ -297,15 +267,15 @@ static int backing_open(fuse_req_t req, int fd, dev_t dev)
 	struct pt_fs *fs = fs_of(fd, dev);
 	int how, id, err;
 
-	if (fs && fs->state == FS_REFUSED)
+	if (fs && fs->state == PT_FS_REFUSED)
 		return -fs->err;
 	how = creds_backing_begin(req);
 	id = ioctl(pt.dev_fd, PT_IOC_BACKING_OPEN, &map);
 	err = id < 0 ? errno : 0;
 	creds_io_end(how);
 	if (id > 0) {
-		if (fs && fs->state == FS_UNKNOWN) {
-			fs->state = FS_YES;
+		if (fs && fs->state == PT_FS_UNKNOWN) {
+			fs->state = PT_FS_YES;
 			log_info("passthrough: backing %s (dev %u:%u) passes through\n",
 				 fs->fstype, major(dev), minor(dev));
 		}
@@ -319,7 +289,7 @@ static int backing_open(fuse_req_t req, int fd, dev_t dev)
 	} else if (err == ELOOP || err == EINVAL || err == EOPNOTSUPP ||
 		   err == ENOTTY || err == EISDIR) {
 		if (fs) {
-			fs->state = FS_REFUSED;
+			fs->state = PT_FS_REFUSED;
 			fs->err = err;
 			log_warn("passthrough: backing %s (dev %u:%u) refused (%s); its cached files are forwarded\n",
 				 fs->fstype, major(dev), minor(dev),
@@ -431,7 +401,7 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 	struct pt_node *n;
 	int kind = PT_FWD, id;
 
-	armed.fh = 0;
+	wire_arm_open(0, 0, 0);
 	f->pt.kind = PT_NONE;
 	if (f->inode->type != S_IFREG)
 		return;
@@ -479,9 +449,8 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 			n->n_bypass++;
 			atomic_fetch_add(&pt.bypass_total, 1);
 		}
-		armed.fh = (uintptr_t)f;
-		armed.backing_id = n->backing_id;
-		armed.uncached = kind == PT_KERNEL ? uncached : 0;
+		wire_arm_open((uintptr_t)f, n->backing_id,
+			      PT_FOPEN_PASSTHROUGH | (kind == PT_KERNEL ? uncached : 0));
 	}
 	if (kind == PT_KERNEL)
 		n->n_kernel++;
@@ -650,7 +619,7 @@ void passthrough_describe(const struct dcfs_inode *inode, char *buf,
 		if (inode_stat((struct dcfs_inode *)inode, &st) == 0) {
 			for (size_t i = 0; i < pt.nfs; i++)
 				if (pt.fs[i].dev == st.st_dev &&
-				    pt.fs[i].state == FS_REFUSED)
+				    pt.fs[i].state == PT_FS_REFUSED)
 					snprintf(buf, size,
 						 "forwarded: backing %s refuses passthrough (%s)",
 						 pt.fs[i].fstype,
@@ -660,71 +629,7 @@ void passthrough_describe(const struct dcfs_inode *inode, char *buf,
 	pthread_mutex_unlock(&pt.lock);
 }
 
-/* --- the custom I/O hooks ------------------------------------------------- */
-
-static ssize_t pt_read(int fd, void *buf, size_t len, void *userdata)
-{
-	/* The header is in buf whatever reqbuf_read did with the rest. */
-	ssize_t n = reqbuf_read(fd, buf, len);
-	const struct fuse_in_header *in = buf;
-
-	(void)userdata;
-	if (n >= (ssize_t)sizeof(*in))
-		reqstats_count(in->opcode);
-	if (n >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags2) +
-			   sizeof(uint32_t)) &&
-	    in->opcode == FUSE_INIT && !atomic_load(&pt.init_seen)) {
-		const struct fuse_init_in *arg = (const void *)(in + 1);
-
-		atomic_store(&pt.init_flags, arg->flags);
-		atomic_store(&pt.init_flags2,
-			     (arg->flags & FUSE_INIT_EXT) ? arg->flags2 : 0);
-		atomic_store(&pt.init_unique, in->unique);
-	}
-	return n;
-}
-
-/* Copies a reply of at most cap bytes into buf; returns its length or 0. */
-static size_t flatten(const struct iovec *iov, int count, char *buf,
-		      size_t cap)
-{
-	size_t len = 0;
-
-	for (int i = 0; i < count; i++) {
-		if (iov[i].iov_len > cap - len)
-			return 0;
-		memcpy(buf + len, iov[i].iov_base, iov[i].iov_len);
-		len += iov[i].iov_len;
-	}
-	return len;
-}
-
-/*
- * The kernel has applied the reply once write() returns: the io_uring
- * queues can be registered from then on.
- */
-static ssize_t write_init_reply(int fd, const char *buf, size_t len)
-{
-	ssize_t n = write(fd, buf, len);
-
-	if (n == (ssize_t)len) {
-		conn_limits_after_init();
-		uring_start(dcfs.se);
-	}
-	return n;
-}
-
-/* What the kernel will require of each io_uring payload buffer. */
-static size_t uring_payload(const struct fuse_init_out *out)
-{
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	size_t pages = out->max_pages > 256 ? out->max_pages : 256;
-	size_t n = pages * page;
-
-	if (n < out->max_write)
-		n = out->max_write;
-	return n < 8192 ? 8192 : n;
-}
+/* --- INIT ------------------------------------------------------------------ */
 
 /*
  * This project's kernel (kernel-patches/, patch 22) offers uncached
@@ -747,48 +652,31 @@ static void log_private_switch_hint(void)
 	close(fd);
 }
 
-static ssize_t write_init(int fd, struct iovec *iov, int count)
+/*
+ * This file's part of the INIT reply (wire.c calls it last, out NULL when
+ * the kernel offers no extended INIT): passthrough where it is offered
+ * and wanted, and not with the writeback cache; then the mount's one line
+ * on it.
+ */
+static void pt_init(const struct wire_offer *offer, struct fuse_init_out *out)
 {
-	char buf[sizeof(struct fuse_out_header) + sizeof(struct fuse_init_out)];
-	size_t len = flatten(iov, count, buf, sizeof(buf));
-	struct fuse_init_out *out = (void *)(buf + sizeof(struct fuse_out_header));
-	uint32_t offer = atomic_load(&pt.init_flags2), depth = PT_MAX_STACK_DEPTH;
+	uint32_t depth = PT_MAX_STACK_DEPTH;
 	bool want_pt = !pt.disabled && !pt.no_admin;
+	struct wire_stats ws;
 
-	atomic_store(&pt.init_seen, true);
-	if (len != sizeof(buf) || !(atomic_load(&pt.init_flags) & FUSE_INIT_EXT)) {
+	if (!out) {
 		snprintf(pt.off_reason, sizeof(pt.off_reason),
 			 "the kernel offers no extended INIT");
 		log_info("passthrough: off (%s)\n", pt.off_reason);
-		if (len != sizeof(buf))
-			return writev(fd, iov, count);
-		conn_limits_init_reply(out);
-		return write_init_reply(fd, buf, len);
+		return;
 	}
-	conn_limits_init_reply(out);
-	out->flags |= FUSE_INIT_EXT;
-	/*
-	 * Without FUSE_HANDLE_KILLPRIV_V2 the kernel asks the daemon for
-	 * security.capability before every write (file_remove_privs() on an
-	 * inode that can never be S_NOSEC), passthrough writes included: a
-	 * round trip per write(2).  dcfs kills privileges as the backing
-	 * filesystem does: every write, truncate and O_TRUNC open runs with
-	 * the caller's identity (creds.c), which is what V2 asks of a server.
-	 */
-	if (atomic_load(&pt.init_flags) & FUSE_HANDLE_KILLPRIV_V2)
-		out->flags |= FUSE_HANDLE_KILLPRIV_V2;
-	if (offer & PT_FLAGS2(PT_INIT_ALLOW_MMAP)) {
-		out->flags2 |= PT_FLAGS2(PT_INIT_ALLOW_MMAP);
-		atomic_store(&pt.mmap, true);
-	}
-	out->flags2 |= uring_accept(fd, offer, uring_payload(out));
-	if (want_pt && (offer & PT_FLAGS2(PT_INIT_PASSTHROUGH)) &&
+	if (want_pt && (offer->flags2 & PT_FLAGS2(PT_INIT_PASSTHROUGH)) &&
 	    !(out->flags & FUSE_WRITEBACK_CACHE)) {
 		out->flags2 |= PT_FLAGS2(PT_INIT_PASSTHROUGH);
 		memcpy((char *)out + INIT_OUT_MAX_STACK_DEPTH, &depth,
 		       sizeof(depth));
 		atomic_store(&pt.on, true);
-		if (offer & PT_FLAGS2(PT_INIT_DONTCACHE)) {
+		if (offer->flags2 & PT_FLAGS2(PT_INIT_DONTCACHE)) {
 			out->flags2 |= PT_FLAGS2(PT_INIT_DONTCACHE);
 			atomic_store(&pt.dontcache, true);
 		}
@@ -798,7 +686,7 @@ static ssize_t write_init(int fd, struct iovec *iov, int count)
 		 * the backing file (passthrough_backed()): the kernel may take
 		 * them from the backing inode itself.
 		 */
-		if (offer & PT_FLAGS2(PT_INIT_ATTR)) {
+		if (offer->flags2 & PT_FLAGS2(PT_INIT_ATTR)) {
 			out->flags2 |= PT_FLAGS2(PT_INIT_ATTR);
 			atomic_store(&pt.attr, true);
 		}
@@ -808,16 +696,16 @@ static ssize_t write_init(int fd, struct iovec *iov, int count)
 			 pt.no_admin ? "the daemon lacks CAP_SYS_ADMIN" :
 				       "the kernel does not offer it");
 	}
+	wire_stats(&ws);
 	log_info("passthrough: %s%s%s; uncached passthrough %s; attributes from the backing inode %s; direct-I/O shared mmap %s\n",
 		 atomic_load(&pt.on) ? "on" : "off (",
 		 atomic_load(&pt.on) ? "" : pt.off_reason,
 		 atomic_load(&pt.on) ? "" : ")",
 		 atomic_load(&pt.dontcache) ? "on" : "not offered",
 		 atomic_load(&pt.attr) ? "on" : "not offered",
-		 atomic_load(&pt.mmap) ? "allowed" : "not offered (ENODEV)");
+		 ws.allow_mmap ? "allowed" : "not offered (ENODEV)");
 	if (atomic_load(&pt.on) && !atomic_load(&pt.dontcache))
 		log_private_switch_hint();
-	return write_init_reply(fd, buf, len);
 }
 
 /*
@@ -826,175 +714,55 @@ static ssize_t write_init(int fd, struct iovec *iov, int count)
  */
 void passthrough_summary(char *buf, size_t size)
 {
+	struct wire_offer offer;
+
+	wire_offer(&offer);
 	if (pt.disabled)
 		snprintf(buf, size, "off (-o nopassthrough)");
 	else if (pt.no_admin)
 		snprintf(buf, size, "off (the daemon lacks CAP_SYS_ADMIN)");
-	else if (atomic_load(&pt.init_flags2) & PT_FLAGS2(PT_INIT_PASSTHROUGH))
+	else if (offer.flags2 & PT_FLAGS2(PT_INIT_PASSTHROUGH))
 		snprintf(buf, size, "offered by the kernel");
 	else
 		snprintf(buf, size, "not offered by the kernel");
 }
 
-/* A reply goes into this thread's io_uring entry if it answers its request. */
-static ssize_t dev_writev(int fd, const struct iovec *iov, int count)
-{
-	ssize_t n = uring_reply(iov, count);
-
-	return n ? n : writev(fd, iov, count);
-}
-
-static ssize_t dev_write(int fd, char *buf, size_t len)
-{
-	struct iovec iov[2] = {
-		{ buf, sizeof(struct fuse_out_header) },
-		{ buf + sizeof(struct fuse_out_header),
-		  len - sizeof(struct fuse_out_header) },
-	};
-
-	return dev_writev(fd, iov, 2);
-}
-
-static ssize_t write_open(int fd, struct iovec *iov, int count, uint64_t fh,
-			  int32_t id, uint32_t uncached)
-{
-	char buf[sizeof(struct fuse_out_header) + sizeof(struct fuse_entry_out) +
-		 sizeof(struct fuse_open_out)];
-	size_t len = flatten(iov, count, buf, sizeof(buf));
-	size_t at;
-	struct fuse_open_out out;
-
-	/* OPEN: header + open_out; CREATE: header + entry_out + open_out. */
-	if (len == sizeof(struct fuse_out_header) + sizeof(out))
-		at = sizeof(struct fuse_out_header);
-	else if (len == sizeof(buf))
-		at = sizeof(buf) - sizeof(out);
-	else
-		return dev_writev(fd, iov, count);
-	memcpy(&out, buf + at, sizeof(out));
-	if (out.fh != fh)
-		return dev_writev(fd, iov, count);
-	if (out.open_flags & ~(uint32_t)PT_FOPEN_ALLOWED)
-		/* Cannot happen: passthrough_open() cleared keep_cache. */
-		log_err("passthrough: open flags 0x%x do not combine with passthrough\n",
-			out.open_flags);
-	out.open_flags |= PT_FOPEN_PASSTHROUGH | uncached;
-	memcpy(&out.padding, &id, sizeof(id));
-	memcpy(buf + at, &out, sizeof(out));
-	return dev_write(fd, buf, len);
-}
-
-static ssize_t pt_writev(int fd, struct iovec *iov, int count, void *userdata)
-{
-	const struct fuse_out_header *out;
-	uint64_t fh = armed.fh;
-
-	(void)userdata;
-	armed.fh = 0;
-	if (count < 1 || iov[0].iov_len != sizeof(*out))
-		return dev_writev(fd, iov, count);
-	out = iov[0].iov_base;
-	if (out->error == 0 && out->unique &&
-	    out->unique == atomic_load(&pt.init_unique) &&
-	    !atomic_load(&pt.init_seen))
-		return write_init(fd, iov, count);
-	if (fh && out->error == 0)
-		return write_open(fd, iov, count, fh, armed.backing_id,
-				  armed.uncached);
-	return dev_writev(fd, iov, count);
-}
-
-static ssize_t pt_splice_send(int fdin, off_t *offin, int fdout, off_t *offout,
-			      size_t len, unsigned int flags, void *userdata)
-{
-	bool handled;
-	ssize_t n = uring_splice_reply(fdin, len, &handled);
-
-	(void)userdata;
-	/* An io_uring request's reply is read from the pipe into its entry. */
-	if (handled)
-		return n;
-	return splice(fdin, offin, fdout, offout, len, flags);
-}
-
+/*
+ * Before the session runs: this file's part of INIT goes to the wire, and
+ * the session fd is kept for the backing ioctls.
+ */
 int passthrough_install(struct fuse_session *se, bool disabled)
 {
-	static const struct fuse_custom_io io = {
-		.read = pt_read,
-		.writev = pt_writev,
-		.splice_send = pt_splice_send,
-	};
-	int fd = fuse_session_fd(se);
-
 	pt.disabled = disabled;
 	pt.no_admin = !has_cap_sys_admin();
-	pt.dev_fd = fd;
-	/* Same fd: libfuse keeps owning (and closing) it. */
-	return fuse_session_custom_io(se, &io, fd);
+	pt.dev_fd = fuse_session_fd(se);
+	wire_set_init_hook(pt_init);
+	return 0;
 }
 
 /* --- reporting ---------------------------------------------------------- */
 
-void passthrough_json(FILE *out)
+void passthrough_stats(struct passthrough_stats *st)
 {
 	pthread_mutex_lock(&pt.lock);
-	fprintf(out,
-		"\"passthrough\":{\"state\":\"%s\",\"reason\":\"%s\",\"direct_io_mmap\":%s,"
-		"\"uncached\":%s,\"opens_kernel_uncached\":%llu,"
-		"\"backing_ids_open\":%llu,\"backing_ids_opened\":%llu,\"backing_ids_closed\":%llu,"
-		"\"max_backing_id\":%llu,\"opens_kernel_io\":%llu,\"opens_daemon_io\":%llu,"
-		"\"opens_forwarded\":%llu,\"fallbacks\":%llu,\"filesystems\":[",
-		atomic_load(&pt.on) ? "on" : "off",
-		atomic_load(&pt.on) ? "" : pt.off_reason,
-		atomic_load(&pt.mmap) ? "true" : "false",
-		atomic_load(&pt.dontcache) ? "true" : "false",
-		(unsigned long long)pt.opens_uncached,
-		(unsigned long long)pt.ids_open,
-		(unsigned long long)pt.ids_opened,
-		(unsigned long long)pt.ids_closed,
-		(unsigned long long)pt.max_id,
-		(unsigned long long)pt.opens_kernel,
-		(unsigned long long)pt.opens_daemon,
-		(unsigned long long)pt.opens_fwd,
-		(unsigned long long)pt.fallbacks);
-	for (size_t i = 0; i < pt.nfs; i++)
-		fprintf(out, "%s{\"dev\":\"%u:%u\",\"fstype\":\"%s\",\"state\":\"%s\"}",
-			i ? "," : "", major(pt.fs[i].dev), minor(pt.fs[i].dev),
-			pt.fs[i].fstype,
-			pt.fs[i].state == FS_YES ? "passthrough" :
-			pt.fs[i].state == FS_REFUSED ? strerror(pt.fs[i].err) :
-						       "unknown");
-	fputs("]}", out);
-	pthread_mutex_unlock(&pt.lock);
-}
-
-void passthrough_table(FILE *out)
-{
-	pthread_mutex_lock(&pt.lock);
-	fprintf(out, "\npassthrough: %s%s%s%s; uncached passthrough %s; direct-I/O shared mmap %s\n",
-		atomic_load(&pt.on) ? "on" : "off",
-		atomic_load(&pt.on) ? "" : " (",
-		atomic_load(&pt.on) ? "" : pt.off_reason,
-		atomic_load(&pt.on) ? "" : ")",
-		atomic_load(&pt.dontcache) ? "on" : "off",
-		atomic_load(&pt.mmap) ? "allowed" : "off");
-	fprintf(out,
-		"  opens: %llu kernel I/O (%llu uncached), %llu daemon I/O, %llu forwarded,\n"
-		"         %llu fallbacks\n"
-		"  backing ids: %llu open, %llu opened, %llu closed\n",
-		(unsigned long long)pt.opens_kernel,
-		(unsigned long long)pt.opens_uncached,
-		(unsigned long long)pt.opens_daemon,
-		(unsigned long long)pt.opens_fwd,
-		(unsigned long long)pt.fallbacks,
-		(unsigned long long)pt.ids_open,
-		(unsigned long long)pt.ids_opened,
-		(unsigned long long)pt.ids_closed);
-	for (size_t i = 0; i < pt.nfs; i++)
-		fprintf(out, "  dev %u:%u %-8s %s\n", major(pt.fs[i].dev),
-			minor(pt.fs[i].dev), pt.fs[i].fstype,
-			pt.fs[i].state == FS_YES ? "passthrough" :
-			pt.fs[i].state == FS_REFUSED ? strerror(pt.fs[i].err) :
-						       "unknown");
+	st->on = atomic_load(&pt.on);
+	snprintf(st->reason, sizeof(st->reason), "%s", st->on ? "" : pt.off_reason);
+	st->dontcache = atomic_load(&pt.dontcache);
+	st->opens_uncached = pt.opens_uncached;
+	st->ids_open = pt.ids_open;
+	st->ids_opened = pt.ids_opened;
+	st->ids_closed = pt.ids_closed;
+	st->max_id = pt.max_id;
+	st->opens_kernel = pt.opens_kernel;
+	st->opens_daemon = pt.opens_daemon;
+	st->opens_fwd = pt.opens_fwd;
+	st->fallbacks = pt.fallbacks;
+	st->nfs = pt.nfs;
+	for (size_t i = 0; i < pt.nfs; i++) {
+		st->fs[i].dev = pt.fs[i].dev;
+		snprintf(st->fs[i].fstype, sizeof(st->fs[i].fstype), "%s", pt.fs[i].fstype);
+		st->fs[i].state = pt.fs[i].state;
+		st->fs[i].err = pt.fs[i].err;
+	}
 	pthread_mutex_unlock(&pt.lock);
 }

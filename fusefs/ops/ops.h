@@ -75,10 +75,12 @@ uint64_t stats_get(int policy, enum stat_kind k);
 const char *stats_kind_name(enum stat_kind k);
 
 /* reqstats.c */
+#define REQSTATS_NOPCODES 64
+struct reqstats {
+	uint64_t n[REQSTATS_NOPCODES]; /* by opcode; [0]: any other */
+};
 void reqstats_count(uint32_t opcode);
-void reqstats_json(FILE *out);
-void reqstats_table(FILE *out);
-void reqstats_foreach(void (*fn)(const char *op, uint64_t n, void *arg),
-		      void *arg);
+void reqstats_snapshot(struct reqstats *st);
+const char *reqstats_op_name(int op);
 
 #endif

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Requests received from the kernel, counted by opcode as they are read
- * from /dev/fuse (passthrough.c's read hook), for `dcfs stat`: the cost of
+ * from /dev/fuse (transport/wire.c's read hook), for `dcfs stat`: the cost of
  * metadata through FUSE is the number of round trips per operation, and
  * these counters show where they go (a parent GETATTR before each create,
  * a GETXATTR per write, LOOKUPs of expired entries...).
@@ -12,7 +12,7 @@
 
 #include "ops/ops.h"
 
-#define NOPCODES 64
+#define NOPCODES REQSTATS_NOPCODES
 
 static _Atomic uint64_t requests[NOPCODES];
 
@@ -48,54 +48,14 @@ void reqstats_count(uint32_t opcode)
 				  memory_order_relaxed);
 }
 
-static const char *op_name(int op)
+const char *reqstats_op_name(int op)
 {
-	return op && op_names[op] ? op_names[op] : "other";
+	return op && op > 0 && op < NOPCODES && op_names[op] ? op_names[op] : "other";
 }
 
-/* "requests":{"lookup":N,...}: the opcodes seen at least once. */
-void reqstats_json(FILE *out)
+/* The requests seen by opcode (0: opcodes without a name here). */
+void reqstats_snapshot(struct reqstats *st)
 {
-	bool first = true;
-
-	fputs("\"requests\":{", out);
-	for (int op = 0; op < NOPCODES; op++) {
-		uint64_t n = atomic_load(&requests[op]);
-
-		if (!n)
-			continue;
-		fprintf(out, "%s\"%s\":%llu", first ? "" : ",", op_name(op),
-			(unsigned long long)n);
-		first = false;
-	}
-	fputc('}', out);
-}
-
-/* Calls fn for every opcode seen at least once (Prometheus output). */
-void reqstats_foreach(void (*fn)(const char *op, uint64_t n, void *arg),
-		      void *arg)
-{
-	for (int op = 0; op < NOPCODES; op++) {
-		uint64_t n = atomic_load(&requests[op]);
-
-		if (n)
-			fn(op_name(op), n, arg);
-	}
-}
-
-void reqstats_table(FILE *out)
-{
-	int col = 0;
-
-	fputs("\nrequests from the kernel:\n", out);
-	for (int op = 0; op < NOPCODES; op++) {
-		uint64_t n = atomic_load(&requests[op]);
-
-		if (!n)
-			continue;
-		fprintf(out, "  %-14s %12llu%s", op_name(op),
-			(unsigned long long)n, ++col % 3 ? "" : "\n");
-	}
-	if (col % 3)
-		fputc('\n', out);
+	for (int op = 0; op < NOPCODES; op++)
+		st->n[op] = atomic_load(&requests[op]);
 }

@@ -64,7 +64,11 @@ bool reload_stop(void);
 /* The last reload's failure while it is the latest outcome: dcfs stat and
  * the root's user.dcfs.policy show it (handlers/report.c, fuse_xattr.c). */
 bool reload_failure(char *buf, size_t size);
-void reload_table(FILE *out);
-void reload_json(FILE *out);
+struct reload_stats {
+	unsigned long failures;
+	bool failed;	 /* the last reload failed */
+	char error[320]; /* then: "failed at TIME: why" */
+};
+void reload_stats(struct reload_stats *st);
 
 #endif

@@ -93,39 +93,13 @@ bool reload_failure(char *buf, size_t size)
 	return failed;
 }
 
-void reload_table(FILE *out)
+void reload_stats(struct reload_stats *st)
 {
-	char why[320];
-
-	if (reload_failure(why, sizeof(why)))
-		fprintf(out, "LAST RELOAD %s\n  (the rules loaded before stay in force)\n\n", why);
-}
-
-static void json_string(FILE *out, const char *s)
-{
-	fputc('"', out);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fprintf(out, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			fprintf(out, "\\u%04x", *s);
-		else
-			fputc(*s, out);
-	}
-	fputc('"', out);
-}
-
-void reload_json(FILE *out)
-{
-	char why[320] = "";
-	bool failed = reload_failure(why, sizeof(why));
-
+	st->error[0] = '\0';
+	st->failed = reload_failure(st->error, sizeof(st->error));
 	pthread_mutex_lock(&last.lock);
-	fprintf(out, "\"reload\":{\"failures\":%lu,\"last_failed\":%s,\"error\":",
-		last.failures, failed ? "true" : "false");
+	st->failures = last.failures;
 	pthread_mutex_unlock(&last.lock);
-	json_string(out, failed ? why : "");
-	fputc('}', out);
 }
 
 static void job_free(struct reload_job *job)

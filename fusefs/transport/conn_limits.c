@@ -29,7 +29,7 @@
  * it is the mount's own setting, gone with the mount.
  *
  * libfuse 3.14 has no API for this, so the INIT reply is patched on its
- * way out by passthrough.c's hook on /dev/fuse, which calls
+ * way out by wire.c's hook on /dev/fuse, which calls
  * conn_limits_init_reply(); that function is the whole protocol knowledge
  * of this file.
  */

@@ -11,7 +11,7 @@
  * away: the job takes the block and the thread reads its next request
  * into a fresh one.
  *
- * How.  pt_read (passthrough.c) calls reqbuf_read() for every request.
+ * How.  wire.c's read hook calls reqbuf_read() for every request.
  * It is read with readv() into two pieces: the first HDR bytes (the
  * fuse_in_header and fuse_write_in of a WRITE) into libfuse's buffer, the
  * rest into this thread's block, page-aligned.  The total length is what

@@ -26,6 +26,26 @@ void conn_limits_init_reply(struct fuse_init_out *out);
 void conn_limits_after_init(void);
 long long file_read_ahead_bytes(int fd);
 
+/*
+ * wire.c: the /dev/fuse hooks -- request counts, the INIT reply, OPEN and
+ * CREATE replies patched for the layer above (kernel passthrough), which
+ * registers what it adds to INIT before the session runs.
+ */
+struct wire_offer {
+	uint32_t flags, flags2; /* the kernel's INIT offer (flags2: 0 without ext) */
+	bool ext;		/* FUSE_INIT_EXT offered, and the reply can carry it */
+};
+/* out: the INIT reply about to go out; NULL when it cannot be extended. */
+typedef void (*wire_init_fn)(const struct wire_offer *offer, struct fuse_init_out *out);
+struct wire_stats {
+	bool allow_mmap; /* FUSE_DIRECT_IO_ALLOW_MMAP granted */
+};
+int wire_install(struct fuse_session *se);
+void wire_set_init_hook(wire_init_fn fn);
+void wire_offer(struct wire_offer *o);
+void wire_stats(struct wire_stats *s);
+void wire_arm_open(uint64_t fh, int32_t backing_id, uint32_t flags);
+
 /* uring.c: FUSE over io_uring, the default transport (-o nouring) */
 void uring_prepare(bool wanted);
 uint32_t uring_accept(int dev_fd, uint32_t offer, size_t max_payload);
@@ -40,7 +60,16 @@ bool uring_thread(void);
 /* It may wait long for a lock without starving its queue (uring.c) */
 bool uring_may_block(void);
 void uring_unblock(void);
-void uring_json(FILE *out);
-void uring_table(FILE *out);
+#define URING_MAX_QUEUES 64
+struct uring_stats {
+	const char *state; /* "on", "stopped", "off" */
+	bool on, accepted; /* serving; the INIT reply carried the bit */
+	char reason[128];  /* why it is off; "" while on */
+	unsigned int queues;
+	int threads_per_queue;
+	uint64_t requests, splices, in_place;
+	uint64_t per_queue[URING_MAX_QUEUES];
+};
+void uring_stats(struct uring_stats *st);
 
 #endif

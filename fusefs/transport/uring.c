@@ -44,7 +44,7 @@
  * contiguous buffer libfuse expects without moving the payload: the
  * payload sits 4 KiB into its block, and the two headers are written just
  * in front of it; fuse_session_process_buf() runs the handler.  Handlers
- * reply synchronously through the session's writev hook (passthrough.c,
+ * reply synchronously through the session's writev hook (wire.c,
  * which patches OPEN/CREATE replies first) and call uring_reply(), which
  * recognises this thread's request by its unique and keeps the reply in
  * the entry; the commit goes out when the handler has returned.  A reply to
@@ -55,7 +55,7 @@
  * splicing to /dev/fuse; the plain read path avoids the pipe altogether by
  * reading the backing file straight into the entry (uring_reply_buffer()).
  * reqbuf.c's WRITE adoption never applies: its thread-local note is only
- * set by pt_read, which uring threads never run; write_pipe.c queues a
+ * set by wire.c's read hook, which uring threads never run; write_pipe.c queues a
  * copy instead (worth_queueing()).
  *
  * Anything missing (no parameter, no rights, no io_uring, an odd CPU
@@ -125,7 +125,7 @@ _Static_assert(offsetof(struct io_uring_sqe, cmd) == 48, "sqe cmd area");
 #define UR_THREADS_PER_CPU 4
 /* Threads added to queues whose threads wait for file locks (at most). */
 #define UR_EXTRA_MAX 256
-#define UR_MAX_CPUS 64
+#define UR_MAX_CPUS URING_MAX_QUEUES
 /* In front of the payload: room for fuse_in_header + the op header. */
 #define UR_HEADROOM 4096
 /* Replies to requests with a payload are this small (entry_out + open_out). */
@@ -491,7 +491,7 @@ static void serve_one(struct ur_worker *w)
 	w->hdr->ent.payload_sz = w->out_len;
 }
 
-/* --- the replies, from passthrough.c's hooks -------------------------------- */
+/* --- the replies, from wire.c's hooks -------------------------------------- */
 
 static bool mine(const struct fuse_out_header *out)
 {
@@ -885,37 +885,17 @@ static const char *state_name(void)
 	return atomic_load(&ur.on) ? "on" : ur.accepted ? "stopped" : "off";
 }
 
-void uring_json(FILE *out)
+void uring_stats(struct uring_stats *st)
 {
-	fprintf(out,
-		"\"uring\":{\"state\":\"%s\",\"reason\":\"%s\",\"queues\":%u,"
-		"\"threads_per_queue\":%d,\"requests\":%llu,\"spliced_replies\":%llu,"
-		"\"in_place_replies\":%llu,\"per_cpu\":[",
-		state_name(), atomic_load(&ur.on) ? "" : ur.reason, ur.ncpus,
-		UR_THREADS_PER_CPU, (unsigned long long)atomic_load(&ur.requests),
-		(unsigned long long)atomic_load(&ur.splices),
-		(unsigned long long)atomic_load(&ur.in_place));
-	for (unsigned int i = 0; i < ur.ncpus; i++)
-		fprintf(out, "%s%llu", i ? "," : "",
-			(unsigned long long)atomic_load(&ur.per_cpu[i]));
-	fputs("]}", out);
-}
-
-void uring_table(FILE *out)
-{
-	fprintf(out, "\nio_uring transport: %s%s%s%s\n", state_name(),
-		atomic_load(&ur.on) ? "" : " (",
-		atomic_load(&ur.on) ? "" : ur.reason,
-		atomic_load(&ur.on) ? "" : ")");
-	if (!ur.accepted)
-		return;
-	fprintf(out, "  %u queues x %d threads, %llu requests (%llu replies read in place, %llu spliced)\n  per queue:",
-		ur.ncpus, UR_THREADS_PER_CPU,
-		(unsigned long long)atomic_load(&ur.requests),
-		(unsigned long long)atomic_load(&ur.in_place),
-		(unsigned long long)atomic_load(&ur.splices));
-	for (unsigned int i = 0; i < ur.ncpus; i++)
-		fprintf(out, "%s cpu%u %llu", i && i % 6 == 0 ? "\n           " : "", i,
-			(unsigned long long)atomic_load(&ur.per_cpu[i]));
-	fputc('\n', out);
+	st->state = state_name();
+	st->on = atomic_load(&ur.on);
+	st->accepted = ur.accepted;
+	snprintf(st->reason, sizeof(st->reason), "%s", st->on ? "" : ur.reason);
+	st->queues = ur.ncpus;
+	st->threads_per_queue = UR_THREADS_PER_CPU;
+	st->requests = atomic_load(&ur.requests);
+	st->splices = atomic_load(&ur.splices);
+	st->in_place = atomic_load(&ur.in_place);
+	for (unsigned int i = 0; i < ur.ncpus && i < URING_MAX_QUEUES; i++)
+		st->per_queue[i] = atomic_load(&ur.per_cpu[i]);
 }
