@@ -162,9 +162,13 @@ deps-kernels:
 # The daemon's layers, from the top down (fusefs/README.md): a file may use
 # files of its own folder and of folders below it, never above, and no two
 # files may depend on each other through any path.  Read from the objects.
-LAYERS := daemon,handlers,io,policy,transport,core,ops
+LAYERS := daemon,handlers,io,policy,transport,core,base
+# One prefix per file: its name, or the short form given here.  main()
+# is its own.
+PREFIXES := write_pipe=wpipe readahead=ra keys=cfg_key
 arch-check: $(DAEMON_OBJS)
 	@python3 tests/arch/depgraph.py --layers $(LAYERS) $(DAEMON_OBJS)
+	@python3 tests/arch/prefixes.py $(addprefix --alias ,$(PREFIXES)) $(DAEMON_OBJS)
 
 # make lint: the formatter, every shell script, the layers.
 # clang-format (.clang-format: the kernel's style, 100 columns) checks the
@@ -173,7 +177,7 @@ arch-check: $(DAEMON_OBJS)
 # other branch is editing it (issue 39, phase 2), so that the reformat
 # conflicts with nobody's work; FORMATTED then becomes every C file.
 FORMATTED := fusefs/core/nodeid.c fusefs/core/state.c fusefs/daemon/daemon.h \
-	fusefs/ops/drain.c fusefs/ops/log.c fusefs/transport/transport.h \
+	fusefs/base/drain.c fusefs/base/log.c fusefs/transport/transport.h \
 	fusefs/policy/keys.c fusefs/handlers/op_table.c fusefs/io/admit.c fusefs/io/resident.c fusefs/io/io.c fusefs/io/copy.c \
 	fusefs/transport/wire.c \
 	include/dcfs_fuse_proto.h include/dcfs_version.h \
@@ -273,7 +277,7 @@ check-asan: deps-check
 
 # Bounded libFuzzer run of the config parser and matcher.
 FUZZ_SECONDS ?= 60
-FUZZ_SRCS := fusefs/policy/config.c fusefs/policy/keys.c fusefs/policy/policy.c fusefs/ops/log.c
+FUZZ_SRCS := fusefs/policy/config.c fusefs/policy/keys.c fusefs/policy/policy.c fusefs/base/log.c
 build-fuzz/fuzz_config: tests/fuzz/fuzz_config.c $(FUZZ_SRCS) $(HEADERS)
 	@mkdir -p build-fuzz
 	clang $(STD) -g -O1 -fsanitize=fuzzer,address,undefined $(CPPFLAGS) $(FUSE_CFLAGS) \

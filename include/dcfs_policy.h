@@ -129,14 +129,14 @@ void config_errors_free(struct cfg_errors *errs);
 void config_summary(const struct dcfs_config *cfg, char *buf, size_t size);
 const char *policy_name(enum dcfs_policy p);
 int policy_parse(const char *s, enum dcfs_policy *out);
-int size_parse(const char *s, uint64_t *out);
+int config_size_parse(const char *s, uint64_t *out);
 
 /* policy.c: matching, pure functions over a config */
 void policy_decide(const struct dcfs_config *cfg, const char *path,
 		   const char *comm, int64_t size, bool writable,
 		   struct dcfs_decision *d);
 
-void decision_describe(const struct dcfs_decision *d, char *buf, size_t size);
+void policy_describe(const struct dcfs_decision *d, char *buf, size_t size);
 
 /* Current config: reference-counted snapshot, swapped atomically. */
 void config_install(struct dcfs_config *cfg);

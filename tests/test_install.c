@@ -356,7 +356,7 @@ END_TEST
 
 START_TEST(docs_cover_stats)
 {
-	char *stats = src_file("fusefs/ops/stats.c");
+	char *stats = src_file("fusefs/base/stats.c");
 	char *dcfs8 = man_text("man/dcfs.8");
 	char *readme = src_file("README.md");
 	char w[64][64];

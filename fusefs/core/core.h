@@ -12,7 +12,7 @@
  *    hard links cannot confuse the table.  The inode reaches its backing
  *    object through an O_PATH fd, which the fd cache may close when the
  *    inode has a file handle to reopen it from: use it only between
- *    inode_pin() and inode_unpin().
+ *    fdcache_pin() and fdcache_unpin().
  *  - An inode lives while nlookup > 0 (the kernel's lookup count); the root
  *    is never freed.
  *  - Internal functions return >= 0 on success or -errno; every low-level
@@ -21,7 +21,7 @@
 #ifndef DCFS_LAYER_CORE_H
 #define DCFS_LAYER_CORE_H
 
-#include "ops/ops.h"
+#include "base/base.h"
 
 /* Default seconds a SIGTERM waits for open files (-o stop_timeout). */
 #define DCFS_STOP_TIMEOUT 30
@@ -128,10 +128,10 @@ struct creds_saved {
 /* inode.c */
 /*
  * The inode of a node id from the kernel.  An id dcfs does not hold maps
- * to a placeholder whose inode_pin() fails with ESTALE, so handlers never
+ * to a placeholder whose fdcache_pin() fails with ESTALE, so handlers never
  * dereference what the kernel sent.
  */
-struct dcfs_inode *dcfs_inode_of(fuse_ino_t ino);
+struct dcfs_inode *inode_of(fuse_ino_t ino);
 int inode_table_init(const char *backing);
 void inode_table_destroy(void);
 void inode_table_probe(void);
@@ -151,12 +151,13 @@ void idstate_load(int (*add)(uint64_t nodeid, ino_t ino, mode_t type,
 void inode_forget(struct dcfs_inode *inode, uint64_t n);
 int inode_stat(struct dcfs_inode *inode, struct stat *st);
 void inode_proc_path(int fd, char buf[64]);
+int inode_backing_path(struct dcfs_inode *inode, char *buf, size_t size);
 
 /* fdcache.c */
 void fdcache_init(void);
 size_t fdcache_budget(void);
-int inode_pin(struct dcfs_inode *inode);
-void inode_unpin(struct dcfs_inode *inode);
+int fdcache_pin(struct dcfs_inode *inode);
+void fdcache_unpin(struct dcfs_inode *inode);
 void fdcache_add(struct dcfs_inode *inode);
 bool fdcache_adopt(struct dcfs_inode *inode, int fd);
 int fdcache_remove(struct dcfs_inode *inode);
@@ -172,7 +173,7 @@ bool handle_equal(const struct file_handle *a, const struct file_handle *b);
 uint32_t handle_generation(const struct file_handle *fh, ino_t ino);
 int handle_reopen(const struct dcfs_inode *inode);
 void handle_set_make_room(bool (*fn)(int err));
-void handles_destroy(void);
+void handle_destroy_all(void);
 
 /* nodeid.c (called with the inode table lock held) */
 int nodeid_init(void);

@@ -4,7 +4,7 @@
  *
  * Inodes with a file handle (handle.c) keep their O_PATH fd only while it
  * is in use or among the most recently used: a handler pins the inode for
- * as long as it uses the fd (inode_pin()/inode_unpin()), an unpinned fd
+ * as long as it uses the fd (fdcache_pin()/fdcache_unpin()), an unpinned fd
  * goes to the tail of an LRU list, and once more fds are cached than the
  * budget allows the head of the list is closed.  A pin of an inode whose fd
  * was closed reopens it from the handle.
@@ -144,7 +144,7 @@ int fdcache_remove(struct dcfs_inode *inode)
 	return fd;
 }
 
-int inode_pin(struct dcfs_inode *inode)
+int fdcache_pin(struct dcfs_inode *inode)
 {
 	int fd;
 
@@ -177,7 +177,7 @@ int inode_pin(struct dcfs_inode *inode)
 	return fd;
 }
 
-void inode_unpin(struct dcfs_inode *inode)
+void fdcache_unpin(struct dcfs_inode *inode)
 {
 	if (inode == &dcfs.root)
 		return;

@@ -351,7 +351,7 @@ int handle_reopen(const struct dcfs_inode *inode)
 	return fd;
 }
 
-void handles_destroy(void)
+void handle_destroy_all(void)
 {
 	for (size_t i = 0; i < n_filesystems; i++)
 		if (filesystems[i].mount_fd >= 0)

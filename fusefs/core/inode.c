@@ -152,7 +152,7 @@ static void ghost_append(struct dcfs_inode *inode)
 	n_ghosts++;
 }
 
-struct dcfs_inode *dcfs_inode_of(fuse_ino_t ino)
+struct dcfs_inode *inode_of(fuse_ino_t ino)
 {
 	struct dcfs_inode *inode;
 
@@ -337,7 +337,7 @@ void inode_table_destroy(void)
 	ghost_head = ghost_tail = NULL;
 	n_ghosts = 0;
 	nodeid_destroy();
-	handles_destroy();
+	handle_destroy_all();
 	if (dcfs.root.fd >= 0)
 		close(dcfs.root.fd);
 	dcfs.root.fd = -1;
@@ -350,13 +350,13 @@ void inode_proc_path(int fd, char buf[64])
 
 int inode_stat(struct dcfs_inode *inode, struct stat *st)
 {
-	int fd = inode_pin(inode), err;
+	int fd = fdcache_pin(inode), err;
 
 	if (fd < 0)
 		return fd;
 	err = (int)dcfs_err(fstatat(fd, "", st,
 				    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
-	inode_unpin(inode);
+	fdcache_unpin(inode);
 	return err;
 }
 
@@ -603,16 +603,16 @@ int inode_lookup(struct dcfs_inode *parent, const char *name,
 	/* The mount root is a ceiling: ".." must not reach the backing dir's parent. */
 	if (is_dot_dot_of_root(parent, name))
 		name = ".";
-	pfd = inode_pin(parent);
+	pfd = fdcache_pin(parent);
 	if (pfd < 0)
 		return pfd;
 	fd = lookup_held(pfd, name, e, &nid);
 	if (fd <= 0) {
-		inode_unpin(parent);
+		fdcache_unpin(parent);
 		return fd;
 	}
 	fd = open_entry(pfd, name);
-	inode_unpin(parent);
+	fdcache_unpin(parent);
 	if (fd < 0)
 		return fd;
 	return entry_from_fd(fd, e, &nid);
@@ -620,14 +620,14 @@ int inode_lookup(struct dcfs_inode *parent, const char *name,
 
 int inode_lookup_again(struct dcfs_inode *inode, struct fuse_entry_param *e)
 {
-	int fd = inode_pin(inode), dup;
+	int fd = fdcache_pin(inode), dup;
 
 	if (fd < 0)
 		return fd;
 	dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (dup < 0 && fdcache_retry(errno))
 		dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	inode_unpin(inode);
+	fdcache_unpin(inode);
 	if (dup < 0)
 		return -errno;
 	return entry_from_fd(dup, e, NULL);
@@ -753,4 +753,39 @@ int inode_lookup_self(fuse_ino_t id, struct fuse_entry_param *e)
 out:
 	pthread_mutex_unlock(&dcfs.table_lock);
 	return err;
+}
+
+/*
+ * The path of inode below the backing directory ("/" for the root), as
+ * the kernel's /proc link of its O_PATH fd names it now: for the rules of
+ * dcfs.conf and the reports, never to act on.  0 or -errno (-ENOENT: not
+ * below the backing directory any more).
+ */
+int inode_backing_path(struct dcfs_inode *inode, char *buf, size_t size)
+{
+	size_t blen = strlen(dcfs.opt.backing);
+	char link[64];
+	int fd = fdcache_pin(inode), err;
+	ssize_t n;
+
+	if (fd < 0)
+		return fd;
+	inode_proc_path(fd, link);
+	n = readlink(link, buf, size - 1);
+	err = n < 0 ? -errno : 0;
+	fdcache_unpin(inode);
+	if (err)
+		return err;
+	if ((size_t)n == size - 1)
+		return -ENAMETOOLONG;
+	buf[n] = '\0';
+	if (blen == 1) /* backing is "/" */
+		return 0;
+	if (strncmp(buf, dcfs.opt.backing, blen) != 0 ||
+	    (buf[blen] != '/' && buf[blen] != '\0'))
+		return -ENOENT;
+	memmove(buf, buf + blen, (size_t)n - blen + 1);
+	if (!buf[0])
+		strcpy(buf, "/");
+	return 0;
 }

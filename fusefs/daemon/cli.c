@@ -20,7 +20,7 @@
 #include "daemon/daemon.h"
 
 /* Loads path; prints every error as FILE:LINE: message. */
-int config_load_or_report(const char *path, struct dcfs_config **out)
+int cli_load_config(const char *path, struct dcfs_config **out)
 {
 	struct cfg_errors errs = { 0 };
 	int err = config_load(path, out, &errs);
@@ -50,7 +50,7 @@ static int write_all(int fd, const char *buf, size_t len)
  * and exit 0, or its error message and exit 1.  reload.c runs this so that
  * a read stuck in the kernel holds this process, not the daemon.
  */
-int cmd_read_config(int argc, char *argv[])
+int cli_read_config(int argc, char *argv[])
 {
 	struct cfg_errors errs = { 0 };
 	char *buf = NULL;
@@ -72,13 +72,13 @@ int cmd_read_config(int argc, char *argv[])
 }
 
 /* The keys dcfs.conf may hold, from the table the parser reads (keys.c). */
-int cmd_list_config_keys(void)
+int cli_list_config_keys(void)
 {
-	config_keys_print(stdout);
+	cfg_key_print(stdout);
 	return fflush(stdout) == 0 ? 0 : 1;
 }
 
-int cmd_check_config(int argc, char *argv[])
+int cli_check_config(int argc, char *argv[])
 {
 	struct dcfs_config *cfg;
 	char summary[512];
@@ -87,7 +87,7 @@ int cmd_check_config(int argc, char *argv[])
 		fprintf(stderr, "usage: %s --check-config FILE\n", argv[0]);
 		return 2;
 	}
-	if (config_load_or_report(argv[2], &cfg) < 0)
+	if (cli_load_config(argv[2], &cfg) < 0)
 		return 1;
 	config_summary(cfg, summary, sizeof(summary));
 	printf("%s\n", summary);
@@ -406,7 +406,7 @@ static bool watch_secs(const char *s, double *out)
 	return r == SECS_OK;
 }
 
-int cmd_stat(int argc, char *argv[])
+int cli_stat(int argc, char *argv[])
 {
 	enum { TABLE, WIDE, JSON, PROM, FILES, WATCH } mode = TABLE;
 	const char *mnt = NULL, *name;

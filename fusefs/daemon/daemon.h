@@ -14,11 +14,11 @@ void shutdown_stop(void);
 bool shutdown_forced(void); /* the stop had to abort the connection */
 
 /* cli.c */
-int config_load_or_report(const char *path, struct dcfs_config **out);
-int cmd_check_config(int argc, char *argv[]);
-int cmd_list_config_keys(void);
-int cmd_read_config(int argc, char *argv[]);
-int cmd_stat(int argc, char *argv[]);
+int cli_load_config(const char *path, struct dcfs_config **out);
+int cli_check_config(int argc, char *argv[]);
+int cli_list_config_keys(void);
+int cli_read_config(int argc, char *argv[]);
+int cli_stat(int argc, char *argv[]);
 
 /* options.c */
 int options_parse(struct fuse_args *args, struct dcfs_options *opt);
@@ -32,7 +32,7 @@ int options_add_mount_args(struct fuse_args *args, const struct dcfs_options *op
 void caps_log_startup(void);
 
 /* remount.c: `dcfs SRC TGT -o remount,...` runs mount.dcfs instead */
-bool asks_remount(int argc, char **argv);
-int cmd_remount(int argc, char **argv);
+bool remount_asked(int argc, char **argv);
+int remount_cmd(int argc, char **argv);
 
 #endif

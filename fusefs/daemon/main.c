@@ -105,7 +105,7 @@ static void dcfs_destroy(void *userdata)
 {
 	(void)userdata;
 	io_release_all();
-	dirs_release_all();
+	fuse_dir_release_all();
 	inode_table_destroy();
 }
 
@@ -200,7 +200,7 @@ static int load_config(void)
 		free(dcfs.opt.config);
 		dcfs.opt.config = abs;
 	}
-	if (config_load_or_report(dcfs.opt.config, &cfg) < 0)
+	if (cli_load_config(dcfs.opt.config, &cfg) < 0)
 		return -EINVAL;
 	config_install(cfg);
 	return 0;
@@ -211,7 +211,7 @@ static void apply_config_log_level(void)
 	struct dcfs_config *cfg = config_get();
 
 	if (cfg->log_level >= 0 && !dcfs.opt.debug)
-		dcfs_log_set_level(cfg->log_level);
+		log_set_level(cfg->log_level);
 	config_put(cfg);
 }
 
@@ -278,7 +278,7 @@ static int run(struct fuse_args *args)
 	if (wire_install(se) < 0 || passthrough_install(se, dcfs.opt.nopassthrough) < 0)
 		goto out_unmount;
 	guard_learn_self(dcfs.opt.mountpoint);
-	dcfs_log_init(dcfs.opt.foreground, dcfs.opt.debug);
+	log_init(dcfs.opt.foreground, dcfs.opt.debug);
 	apply_config_log_level();
 	if (fuse_daemonize(dcfs.opt.foreground) != 0)
 		goto out_unmount;
@@ -288,7 +288,7 @@ static int run(struct fuse_args *args)
 	    readonly_start() < 0)
 		goto out_unmount;
 	ret = serve(se) ? 1 : 0;
-	locks_stop();
+	fuse_lock_stop();
 	shutdown_stop();
 	if (shutdown_forced())
 		ret = 1;
@@ -412,19 +412,19 @@ int main(int argc, char *argv[])
 	int ret;
 
 	if (argc >= 2 && strcmp(argv[1], "--check-config") == 0)
-		return cmd_check_config(argc, argv);
+		return cli_check_config(argc, argv);
 	if (argc == 2 && strcmp(argv[1], "--list-config-keys") == 0)
-		return cmd_list_config_keys();
+		return cli_list_config_keys();
 	if (argc == 2 && strcmp(argv[1], "--list-options") == 0)
 		return options_list();
 	if (argc >= 2 && strcmp(argv[1], "stat") == 0)
-		return cmd_stat(argc, argv);
+		return cli_stat(argc, argv);
 	if (argc >= 2 && strcmp(argv[1], "--read-config") == 0)
-		return cmd_read_config(argc, argv);
+		return cli_read_config(argc, argv);
 	/* Not a second daemon: the live mount's flags change. */
-	if (asks_remount(argc, argv))
-		return cmd_remount(argc, argv);
-	dcfs_log_init(true, 0);
+	if (remount_asked(argc, argv))
+		return remount_cmd(argc, argv);
+	log_init(true, 0);
 	bound_buffer_memory();
 	/*
 	 * Modes arrive with the caller's umask applied by the kernel, or with

@@ -32,7 +32,7 @@ static bool list_has_remount(const char *list)
 	return false;
 }
 
-bool asks_remount(int argc, char **argv)
+bool remount_asked(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-o") == 0 && i + 1 < argc &&
@@ -64,7 +64,7 @@ static void find_helper(char *buf, size_t len)
 }
 
 /* Only the positionals and the -o lists go on: "-f" means "fake" there. */
-int cmd_remount(int argc, char **argv)
+int remount_cmd(int argc, char **argv)
 {
 	char helper[PATH_MAX], *args[MAX_ARGS + 2];
 	int n = 0;

@@ -11,7 +11,7 @@
  *    unmounts exactly as libfuse's own handler would have: whatever is still
  *    open then gets ENOTCONN, as before.
  *
- * The draining state itself is a leaf (ops/drain.c) that the handlers read;
+ * The draining state itself is a leaf (base/drain.c) that the handlers read;
  * the refusal of opens is theirs (handlers/fuse_file.c).
  *
  * umount(8) and fusermount3 -u do not go through here: the kernel ends the
@@ -102,7 +102,7 @@ static void drain(int sig)
 			 sig_name(sig), n, n == 1 ? "" : "s");
 		return;
 	}
-	shutdown_set_draining();
+	drain_begin();
 	log_info("%s: stopping: refusing new opens, waiting up to %d s for %zu open file%s (send it again to unmount now)\n",
 		 sig_name(sig), timeout, n, n == 1 ? "" : "s");
 	for (;;) {

@@ -49,7 +49,7 @@ static void dir_free(struct dcfs_dir *d)
 	free(d);
 }
 
-void dirs_release_all(void)
+void fuse_dir_release_all(void)
 {
 	while (open_dirs)
 		dir_free(open_dirs);
@@ -69,7 +69,7 @@ static struct dcfs_dir *dir_of(struct fuse_file_info *fi)
  */
 static int open_dir(struct dcfs_inode *inode)
 {
-	int pfd = inode_pin(inode), fd;
+	int pfd = fdcache_pin(inode), fd;
 	char path[64];
 
 	if (pfd < 0)
@@ -80,7 +80,7 @@ static int open_dir(struct dcfs_inode *inode)
 		fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		fd = -errno;
-	inode_unpin(inode);
+	fdcache_unpin(inode);
 	fdcache_report(fd < 0 ? -fd : 0, "opendir");
 	return fd;
 }
@@ -106,7 +106,7 @@ static void dcfs_opendir(fuse_req_t req, fuse_ino_t ino,
 
 	if (!d)
 		goto out_err;
-	fd = open_dir(dcfs_inode_of(ino));
+	fd = open_dir(inode_of(ino));
 	if (fd < 0) {
 		err = fd;
 		goto out_free;
@@ -168,14 +168,14 @@ static size_t add_entry(fuse_req_t req, fuse_ino_t ino, char *p, size_t rem,
 					      de->d_off);
 	}
 	mark = io_entry_mark();
-	if (inode_lookup(dcfs_inode_of(ino), de->d_name, &e) < 0)
+	if (inode_lookup(inode_of(ino), de->d_name, &e) < 0)
 		return 0;
 	/* With the writes acknowledged so far, as a lookup (fuse_inode.c). */
-	if (io_entry_settle(dcfs_inode_of(e.ino), mark))
-		inode_stat(dcfs_inode_of(e.ino), &e.attr);
+	if (io_entry_settle(inode_of(e.ino), mark))
+		inode_stat(inode_of(e.ino), &e.attr);
 	size = fuse_add_direntry_plus(req, p, rem, de->d_name, &e, de->d_off);
 	if (size > rem)
-		inode_forget(dcfs_inode_of(e.ino), 1);
+		inode_forget(inode_of(e.ino), 1);
 	return size;
 }
 

@@ -34,7 +34,7 @@ static int backing_flags(int flags)
 static int open_inode(struct dcfs_inode *inode, int flags)
 {
 	char path[64];
-	int pfd = inode_pin(inode), fd;
+	int pfd = fdcache_pin(inode), fd;
 
 	if (pfd < 0)
 		return pfd;
@@ -44,7 +44,7 @@ static int open_inode(struct dcfs_inode *inode, int flags)
 		fd = open(path, flags);
 	if (fd < 0)
 		fd = -errno;
-	inode_unpin(inode);
+	fdcache_unpin(inode);
 	return fd;
 }
 
@@ -66,11 +66,11 @@ static bool refuse_open_while_stopping(fuse_req_t req,
 	unsigned long n;
 	char path[4096];
 
-	if (!shutdown_draining())
+	if (!drain_active())
 		return false;
 	n = atomic_fetch_add(&refused, 1) + 1;
 	if (n <= REFUSE_LOG_FIRST || n % REFUSE_LOG_EVERY == 0) {
-		if (file_backing_path(inode, path, sizeof(path)) < 0)
+		if (inode_backing_path(inode, path, sizeof(path)) < 0)
 			snprintf(path, sizeof(path), "(ino %llu)",
 				 (unsigned long long)inode->ino);
 		log_info("stopping: refused %s of %s%s%s by pid %d (EBUSY)%s\n",
@@ -131,7 +131,7 @@ static int open_for_exec(struct dcfs_inode *inode)
 {
 	struct stat want, got;
 	char path[64];
-	int pfd = inode_pin(inode), fd;
+	int pfd = fdcache_pin(inode), fd;
 
 	if (pfd < 0)
 		return pfd;
@@ -150,13 +150,13 @@ static int open_for_exec(struct dcfs_inode *inode)
 		close(fd);
 		fd = -EACCES;
 	}
-	inode_unpin(inode);
+	fdcache_unpin(inode);
 	return fd;
 }
 
 static void dcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct dcfs_inode *inode = dcfs_inode_of(ino);
+	struct dcfs_inode *inode = inode_of(ino);
 	int fd, err;
 
 	if (refuse_open_while_stopping(req, inode, NULL)) {
@@ -220,16 +220,16 @@ static void undo_create(int dirfd, const char *name, int fd)
 static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 			mode_t mode, struct fuse_file_info *fi)
 {
-	struct dcfs_inode *dir = dcfs_inode_of(parent);
+	struct dcfs_inode *dir = inode_of(parent);
 	struct fuse_entry_param e;
 	struct umask_scope um;
 	uint64_t mark = io_entry_mark();
 	bool created;
-	int fd, err, dirfd = inode_pin(dir);
+	int fd, err, dirfd = fdcache_pin(dir);
 
 	if (refuse_open_while_stopping(req, dir, name)) {
 		if (dirfd >= 0)
-			inode_unpin(dir);
+			fdcache_unpin(dir);
 		fuse_reply_err(req, EBUSY);
 		return;
 	}
@@ -244,7 +244,7 @@ static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	umask_leave(&um);
 	fdcache_report(fd < 0 ? -fd : 0, "create");
 	if (fd < 0) {
-		inode_unpin(dir);
+		fdcache_unpin(dir);
 		fuse_reply_err(req, -fd);
 		return;
 	}
@@ -252,25 +252,25 @@ static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	err = inode_lookup_open_fd(fd, &e);
 	if (err)
 		goto out_undo;
-	io_fs_inherit(dcfs_inode_of(e.ino), dir, dirfd);
-	err = io_open(req, dcfs_inode_of(e.ino), fd, fi, &e.attr);
+	io_select_fs_inherit(inode_of(e.ino), dir, dirfd);
+	err = io_open(req, inode_of(e.ino), fd, fi, &e.attr);
 	if (err) {
-		inode_forget(dcfs_inode_of(e.ino), 1);
+		inode_forget(inode_of(e.ino), 1);
 		goto out_undo;
 	}
-	inode_unpin(dir);
+	fdcache_unpin(dir);
 	/* An existing file's size, with what other handles acknowledged. */
-	if (!created && io_entry_settle(dcfs_inode_of(e.ino), mark))
+	if (!created && io_entry_settle(inode_of(e.ino), mark))
 		fstat(fd, &e.attr);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		io_release(dcfs_file_of(fi));
-		inode_forget(dcfs_inode_of(e.ino), 1);
+		inode_forget(inode_of(e.ino), 1);
 	}
 	return;
 out_undo:
 	if (created)
 		undo_create(dirfd, name, fd);
-	inode_unpin(dir);
+	fdcache_unpin(dir);
 	close(fd);
 	fuse_reply_err(req, -err);
 }
@@ -306,7 +306,7 @@ static void dcfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	int err = io_flush(f);
 
 	(void)ino;
-	locks_flush(f, fi->lock_owner);
+	fuse_lock_flush(f, fi->lock_owner);
 	io_put(f);
 	fuse_reply_err(req, -err);
 }
@@ -315,7 +315,7 @@ static void dcfs_release(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi)
 {
 	(void)ino;
-	locks_release(dcfs_file_of(fi), fi->flock_release);
+	fuse_lock_release(dcfs_file_of(fi), fi->flock_release);
 	io_release(dcfs_file_of(fi));
 	fuse_reply_err(req, 0);
 }

@@ -35,10 +35,10 @@ static void dcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (strcmp(name, ".") == 0)
 		err = inode_lookup_self(parent, &e);
 	else
-		err = inode_lookup(dcfs_inode_of(parent), name, &e);
+		err = inode_lookup(inode_of(parent), name, &e);
 	/* Buffered writes (write_pipe.c) change the size the entry reports. */
-	if (!err && io_entry_settle(dcfs_inode_of(e.ino), mark))
-		inode_stat(dcfs_inode_of(e.ino), &e.attr);
+	if (!err && io_entry_settle(inode_of(e.ino), mark))
+		inode_stat(inode_of(e.ino), &e.attr);
 	/* The kernel may remember that the name is missing (options.c). */
 	if (err == -ENOENT && dcfs.opt.negative_timeout > 0) {
 		memset(&e, 0, sizeof(e));
@@ -51,7 +51,7 @@ static void dcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void dcfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	inode_forget(dcfs_inode_of(ino), nlookup);
+	inode_forget(inode_of(ino), nlookup);
 	fuse_reply_none(req);
 }
 
@@ -59,7 +59,7 @@ static void dcfs_forget_multi(fuse_req_t req, size_t count,
 			      struct fuse_forget_data *forgets)
 {
 	for (size_t i = 0; i < count; i++)
-		inode_forget(dcfs_inode_of(forgets[i].ino), forgets[i].nlookup);
+		inode_forget(inode_of(forgets[i].ino), forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
@@ -67,7 +67,7 @@ static void dcfs_getattr(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi)
 {
 	struct stat st;
-	int err = io_getattr(dcfs_inode_of(ino), fi, &st);
+	int err = io_getattr(inode_of(ino), fi, &st);
 
 	if (err)
 		fuse_reply_err(req, -err);
@@ -129,7 +129,7 @@ static int setattr_times(int pfd, int fd, const struct stat *attr, int valid)
 static int setattr_apply(struct dcfs_inode *inode, int fd,
 			 const struct stat *attr, int valid)
 {
-	int pfd = inode_pin(inode), err = 0;
+	int pfd = fdcache_pin(inode), err = 0;
 
 	if (pfd < 0)
 		return pfd;
@@ -143,14 +143,14 @@ static int setattr_apply(struct dcfs_inode *inode, int fd,
 			      FUSE_SET_ATTR_ATIME_NOW |
 			      FUSE_SET_ATTR_MTIME_NOW)))
 		err = setattr_times(pfd, fd, attr, valid);
-	inode_unpin(inode);
+	fdcache_unpin(inode);
 	return err;
 }
 
 static void dcfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			 int valid, struct fuse_file_info *fi)
 {
-	struct dcfs_inode *inode = dcfs_inode_of(ino);
+	struct dcfs_inode *inode = inode_of(ino);
 	int err;
 
 	/* Buffered writes come first: a size or mtime set must stay. */
@@ -166,9 +166,9 @@ static void dcfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 
 static void dcfs_readlink(fuse_req_t req, fuse_ino_t ino)
 {
-	struct dcfs_inode *inode = dcfs_inode_of(ino);
+	struct dcfs_inode *inode = inode_of(ino);
 	char buf[PATH_MAX + 1];
-	int fd = inode_pin(inode), err;
+	int fd = fdcache_pin(inode), err;
 	ssize_t n;
 
 	if (fd < 0) {
@@ -177,7 +177,7 @@ static void dcfs_readlink(fuse_req_t req, fuse_ino_t ino)
 	}
 	n = readlinkat(fd, "", buf, sizeof(buf));
 	err = n < 0 ? errno : 0;
-	inode_unpin(inode);
+	fdcache_unpin(inode);
 	if (err) {
 		fuse_reply_err(req, err);
 		return;
@@ -193,7 +193,7 @@ static void dcfs_readlink(fuse_req_t req, fuse_ino_t ino)
 static int make_object(struct dcfs_inode *dir, const char *name, mode_t mode,
 		       dev_t rdev, const char *target)
 {
-	int fd = inode_pin(dir), err;
+	int fd = fdcache_pin(dir), err;
 
 	if (fd < 0)
 		return fd;
@@ -203,7 +203,7 @@ static int make_object(struct dcfs_inode *dir, const char *name, mode_t mode,
 		err = (int)dcfs_err(mkdirat(fd, name, mode));
 	else
 		err = (int)dcfs_err(mknodat(fd, name, mode, rdev));
-	inode_unpin(dir);
+	fdcache_unpin(dir);
 	return err;
 }
 
@@ -217,7 +217,7 @@ static int make_object(struct dcfs_inode *dir, const char *name, mode_t mode,
 static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, dev_t rdev, const char *target)
 {
-	struct dcfs_inode *dir = dcfs_inode_of(parent);
+	struct dcfs_inode *dir = inode_of(parent);
 	struct fuse_entry_param e;
 	struct umask_scope um;
 	int err;
@@ -230,7 +230,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!err && (e.attr.st_mode & S_IFMT) != (mode & S_IFMT)) {
 		log_warn("%s was replaced in the backing tree while being created\n",
 			 name);
-		inode_forget(dcfs_inode_of(e.ino), 1);
+		inode_forget(inode_of(e.ino), 1);
 		err = -EEXIST;
 	}
 	reply_entry_or_err(req, err, &e);
@@ -256,13 +256,13 @@ static void dcfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 
 static int unlink_in(fuse_ino_t parent, const char *name, int flags)
 {
-	struct dcfs_inode *dir = dcfs_inode_of(parent);
-	int fd = inode_pin(dir), err;
+	struct dcfs_inode *dir = inode_of(parent);
+	int fd = fdcache_pin(dir), err;
 
 	if (fd < 0)
 		return fd;
 	err = (int)dcfs_err(unlinkat(fd, name, flags));
-	inode_unpin(dir);
+	fdcache_unpin(dir);
 	return err;
 }
 
@@ -280,20 +280,20 @@ static void dcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			fuse_ino_t newparent, const char *newname,
 			unsigned int flags)
 {
-	struct dcfs_inode *from = dcfs_inode_of(parent);
-	struct dcfs_inode *to = dcfs_inode_of(newparent);
-	int ffd = inode_pin(from), tfd, err;
+	struct dcfs_inode *from = inode_of(parent);
+	struct dcfs_inode *to = inode_of(newparent);
+	int ffd = fdcache_pin(from), tfd, err;
 
 	if (ffd < 0) {
 		fuse_reply_err(req, -ffd);
 		return;
 	}
-	tfd = inode_pin(to);
+	tfd = fdcache_pin(to);
 	err = tfd < 0 ? tfd :
 			(int)dcfs_err(renameat2(ffd, name, tfd, newname, flags));
 	if (tfd >= 0)
-		inode_unpin(to);
-	inode_unpin(from);
+		fdcache_unpin(to);
+	fdcache_unpin(from);
 	fuse_reply_err(req, -err);
 }
 
@@ -314,9 +314,9 @@ static int link_fd(int fd, int newdirfd, const char *newname)
 static void dcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		      const char *newname)
 {
-	struct dcfs_inode *dir = dcfs_inode_of(newparent);
-	struct dcfs_inode *inode = dcfs_inode_of(ino);
-	int fd = inode_pin(inode), dfd, err;
+	struct dcfs_inode *dir = inode_of(newparent);
+	struct dcfs_inode *inode = inode_of(ino);
+	int fd = fdcache_pin(inode), dfd, err;
 	struct fuse_entry_param e;
 	uint64_t mark = io_entry_mark();
 
@@ -324,11 +324,11 @@ static void dcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		fuse_reply_err(req, -fd);
 		return;
 	}
-	dfd = inode_pin(dir);
+	dfd = fdcache_pin(dir);
 	err = dfd < 0 ? dfd : link_fd(fd, dfd, newname);
 	if (dfd >= 0)
-		inode_unpin(dir);
-	inode_unpin(inode);
+		fdcache_unpin(dir);
+	fdcache_unpin(inode);
 	/* The new name is another name of this inode, whatever it holds now. */
 	if (!err)
 		err = inode_lookup_again(inode, &e);
@@ -340,8 +340,8 @@ static void dcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 
 static void dcfs_statfs(fuse_req_t req, fuse_ino_t ino)
 {
-	struct dcfs_inode *inode = dcfs_inode_of(ino);
-	int fd = inode_pin(inode), err;
+	struct dcfs_inode *inode = inode_of(ino);
+	int fd = fdcache_pin(inode), err;
 	struct statvfs sv;
 
 	if (fd < 0) {
@@ -349,7 +349,7 @@ static void dcfs_statfs(fuse_req_t req, fuse_ino_t ino)
 		return;
 	}
 	err = (int)dcfs_err(fstatvfs(fd, &sv));
-	inode_unpin(inode);
+	fdcache_unpin(inode);
 	if (err)
 		fuse_reply_err(req, -err);
 	else
@@ -364,15 +364,15 @@ static void dcfs_statfs(fuse_req_t req, fuse_ino_t ino)
  */
 static void dcfs_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
-	struct dcfs_inode *inode = dcfs_inode_of(ino);
-	int fd = inode_pin(inode), err;
+	struct dcfs_inode *inode = inode_of(ino);
+	int fd = fdcache_pin(inode), err;
 
 	if (fd < 0) {
 		fuse_reply_err(req, -fd);
 		return;
 	}
 	err = (int)dcfs_err(faccessat(fd, "", mask, AT_EMPTY_PATH | AT_EACCESS));
-	inode_unpin(inode);
+	fdcache_unpin(inode);
 	fuse_reply_err(req, -err);
 }
 

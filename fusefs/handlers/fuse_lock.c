@@ -238,7 +238,7 @@ struct lock_wait {
 };
 
 static struct lock_wait *waits; /* every wait in progress, owners_lock */
-static bool stopping;		/* locks_stop(): no new waits */
+static bool stopping;		/* fuse_lock_stop(): no new waits */
 
 static void on_wake(int sig)
 {
@@ -633,7 +633,7 @@ static void dcfs_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 /* ---- the ends of owners --------------------------------------------------- */
 
 /* close(2) by owner of a descriptor of f's file: its POSIX locks go. */
-void locks_flush(struct dcfs_file *f, uint64_t owner)
+void fuse_lock_flush(struct dcfs_file *f, uint64_t owner)
 {
 	struct owner *o;
 
@@ -651,7 +651,7 @@ void locks_flush(struct dcfs_file *f, uint64_t owner)
  * a process's own went at its FLUSH).  flock_release: its flock goes now,
  * although a passthrough backing file may still hold the description.
  */
-void locks_release(struct dcfs_file *f, bool flock_release)
+void fuse_lock_release(struct dcfs_file *f, bool flock_release)
 {
 	if (flock_release)
 		flock(f->fd, LOCK_UN);
@@ -673,7 +673,7 @@ void locks_release(struct dcfs_file *f, bool flock_release)
  * The session has ended: every wait ends with EINTR (its reply goes
  * nowhere), before the io_uring threads are joined and the handles freed.
  */
-void locks_stop(void)
+void fuse_lock_stop(void)
 {
 	for (int i = 0; i < 200; i++) {
 		pthread_mutex_lock(&owners_lock);

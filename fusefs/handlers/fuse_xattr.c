@@ -90,8 +90,8 @@ static char *file_policy_text(fuse_req_t req, struct dcfs_inode *inode)
 
 	if (inode_stat(inode, &st) < 0 || !S_ISREG(st.st_mode))
 		return NULL;
-	policy_for_inode(req, inode, st.st_size, false, &d, &cfg);
-	decision_describe(&d, buf, sizeof(buf));
+	io_select_policy(req, inode, st.st_size, false, &d, &cfg);
+	policy_describe(&d, buf, sizeof(buf));
 	config_put(cfg);
 	if (d.policy == POLICY_CACHE) {
 		/* "cache (passthrough; class …)", "cache (forwarded: why; …)" */
@@ -122,15 +122,15 @@ static char *virtual_value(fuse_req_t req, struct dcfs_inode *inode,
 	} else if (stats && !privileged) {
 		*err = EACCES;
 	} else if (root && strcmp(name, VIRTUAL_PREFIX "stats") == 0) {
-		v = stats_json();
+		v = report_json();
 	} else if (root && strcmp(name, VIRTUAL_PREFIX "stats.table") == 0) {
-		v = stats_table(false);
+		v = report_table(false);
 	} else if (root && strcmp(name, VIRTUAL_PREFIX "stats.table.wide") == 0) {
-		v = stats_table(true);
+		v = report_table(true);
 	} else if (root && strcmp(name, VIRTUAL_PREFIX "stats.prometheus") == 0) {
-		v = stats_prometheus();
+		v = report_prometheus();
 	} else if (root && strcmp(name, VIRTUAL_PREFIX "files") == 0) {
-		v = stats_files(fuse_req_ctx(req)->uid);
+		v = report_files(fuse_req_ctx(req)->uid);
 	}
 	return v;
 }
@@ -158,11 +158,11 @@ static void reply_virtual(fuse_req_t req, struct dcfs_inode *inode,
 
 /*
  * The /proc path of the inode, pinned: 0, or -errno.  Every 0 is followed
- * by inode_unpin() once the call on the path is made.
+ * by fdcache_unpin() once the call on the path is made.
  */
 static int xattr_at(struct dcfs_inode *inode, char path[64])
 {
-	int fd = inode_pin(inode);
+	int fd = fdcache_pin(inode);
 
 	if (fd < 0)
 		return fd;
@@ -192,7 +192,7 @@ static ssize_t backing_get(struct dcfs_inode *inode, const char *name, char *buf
 	if (n < 0)
 		return n;
 	n = dcfs_err(name ? getxattr(path, name, buf, size) : listxattr(path, buf, size));
-	inode_unpin(inode);
+	fdcache_unpin(inode);
 	return n;
 }
 
@@ -213,7 +213,7 @@ static void reply_backing(fuse_req_t req, struct dcfs_inode *inode, const char *
 static void dcfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			  size_t size)
 {
-	struct dcfs_inode *inode = dcfs_inode_of(ino);
+	struct dcfs_inode *inode = inode_of(ino);
 
 	if (is_virtual(name))
 		reply_virtual(req, inode, name, size);
@@ -223,7 +223,7 @@ static void dcfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 static void dcfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	reply_backing(req, dcfs_inode_of(ino), NULL, size);
+	reply_backing(req, inode_of(ino), NULL, size);
 }
 
 /*
@@ -241,7 +241,7 @@ static int backing_set(struct dcfs_inode *inode, const char *name, const char *v
 		return err;
 	err = (int)dcfs_err(value ? setxattr(path, name, value, size, flags)
 				  : removexattr(path, name));
-	inode_unpin(inode);
+	fdcache_unpin(inode);
 	if (!err && !strncmp(name, "system.posix_acl_access", 23))
 		io_mode_changed(inode);
 	return err;
@@ -250,7 +250,7 @@ static int backing_set(struct dcfs_inode *inode, const char *name, const char *v
 static void reply_set(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 		      size_t size, int flags)
 {
-	struct dcfs_inode *inode = dcfs_inode_of(ino);
+	struct dcfs_inode *inode = inode_of(ino);
 
 	if (is_virtual(name))
 		fuse_reply_err(req, EPERM);

@@ -13,12 +13,12 @@ void fuse_file_ops(struct fuse_lowlevel_ops *ops);
 
 /* fuse_lock.c: flock and POSIX locks on the backing file */
 void fuse_lock_ops(struct fuse_lowlevel_ops *ops);
-void locks_flush(struct dcfs_file *f, uint64_t owner);
-void locks_release(struct dcfs_file *f, bool flock_release);
-void locks_stop(void);
+void fuse_lock_flush(struct dcfs_file *f, uint64_t owner);
+void fuse_lock_release(struct dcfs_file *f, bool flock_release);
+void fuse_lock_stop(void);
 
 /* fuse_dir.c */
-void dirs_release_all(void);
+void fuse_dir_release_all(void);
 void fuse_dir_ops(struct fuse_lowlevel_ops *ops);
 
 /* fuse_inode.c */
@@ -177,9 +177,9 @@ void readonly_stop(void);
 bool readonly_now(void);
 
 /* report.c */
-char *stats_json(void);
-char *stats_table(bool wide);
-char *stats_prometheus(void);
-char *stats_files(uid_t who);
+char *report_json(void);
+char *report_table(bool wide);
+char *report_prometheus(void);
+char *report_files(uid_t who);
 
 #endif

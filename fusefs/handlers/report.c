@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * The counters (ops/stats.c) and the state of every layer, rendered for the
+ * The counters (base/stats.c) and the state of every layer, rendered for the
  * user.dcfs.stats* xattrs: JSON (a stable interface, documented in
  * dcfs(8)), a table, and the Prometheus text format; and user.dcfs.files,
  * one line per open handle.  It sits with the handlers because it reads
@@ -239,7 +239,7 @@ static void fdcache_table(FILE *out)
 		s.cached, s.peak, s.budget, s.reopens, s.evictions);
 }
 
-char *stats_json(void)
+char *report_json(void)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -371,7 +371,7 @@ static void table_wide(FILE *out)
 			(unsigned long long)stats_get(p, ST_DEFERRED_ERRORS));
 }
 
-char *stats_table(bool wide)
+char *report_table(bool wide)
 {
 	struct probe probes[64];
 	size_t n = probe_snapshot(probes, 64);
@@ -537,7 +537,7 @@ static void prom_gauges(FILE *out)
 	prom_head(out, "dcfs_stopping", "gauge",
 		  "1 while a graceful stop waits for open files (new opens get EBUSY).");
 	prom_start(out, "dcfs_stopping", 0);
-	fprintf(out, "} %d\n", shutdown_draining() ? 1 : 0);
+	fprintf(out, "} %d\n", drain_active() ? 1 : 0);
 	prom_head(out, "dcfs_info", "gauge", "dcfs version and backing directory.");
 	prom_start(out, "dcfs_info", 0);
 	fputc(',', out);
@@ -545,7 +545,7 @@ static void prom_gauges(FILE *out)
 	fputs(",version=\"" DCFS_VERSION "\"} 1\n", out);
 }
 
-char *stats_prometheus(void)
+char *report_prometheus(void)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -623,7 +623,7 @@ static void list_one(const struct io_file_view *v, void *arg)
 		c->left_out++;
 		return;
 	}
-	if (file_backing_path(v->inode, path, sizeof(path)) < 0)
+	if (inode_backing_path(v->inode, path, sizeof(path)) < 0)
 		snprintf(path, sizeof(path), "/(ino %llu, unreachable)",
 			 (unsigned long long)v->inode->ino);
 	handle_mode(v, mode, sizeof(mode));
@@ -639,7 +639,7 @@ static void list_one(const struct io_file_view *v, void *arg)
 	c->pos = ftell(c->out);
 }
 
-char *stats_files(uid_t who)
+char *report_files(uid_t who)
 {
 	struct files_ctx c = { .who = who };
 	char *buf = NULL;

@@ -26,8 +26,8 @@
  *   - write-through of an F handle: the kernel updates F itself; drops of
  *     F wait while other writable F handles are open (notify.c, #9), and
  *     all of them once a writable cached handle also reads through the
- *     cache or a mapping is written back (coh_read_seen(),
- *     coh_write_seen(), #15).
+ *     cache or a mapping is written back (coherence_read_seen(),
+ *     coherence_write_seen(), #15).
  *   - write-back of dirty F pages (mappings): lands like any write; while a
  *     direct write of the range is in progress it carries that write's
  *     bytes (below).
@@ -60,7 +60,7 @@
  *      data: a window read while a change was landing is never served
  *      after it (issue 24 #1: copy_file_range bumped it only before).
  *      With the bump, B's mtime and size are stamped as the mount's own
- *      (coherence_landed(), #16).
+ *      (stamp_landed(), #16).
  *   3. A direct write on an inode F may cache: overlay, write, drop the
  *      range, answer (issue 24 #2 and #3).  F may cache an inode from the
  *      first open of a cached handle or the first page-cache READ of a
@@ -133,7 +133,7 @@ static void coh_may_hold(struct dcfs_inode *inode)
 		usleep(200);
 }
 
-void coh_opened(struct dcfs_file *f, const struct fuse_file_info *fi)
+void coherence_opened(struct dcfs_file *f, const struct fuse_file_info *fi)
 {
 	f->use.direct_io = fi->direct_io;
 	if (!fi->direct_io && !passthrough_by_kernel(f))
@@ -145,14 +145,14 @@ void coh_opened(struct dcfs_file *f, const struct fuse_file_info *fi)
  * cache, not from read(2): the kernel names the caller's files table only
  * for direct reads (fuse_direct_io()).  So the file is mapped.
  */
-void coh_read_seen(struct dcfs_file *f, const struct fuse_file_info *fi)
+void coherence_read_seen(struct dcfs_file *f, const struct fuse_file_info *fi)
 {
 	if (f->use.direct_io && !fi->lock_owner)
 		coh_may_hold(f->inode);
 	/*
 	 * A handle that writes through the FUSE cache and reads through it
 	 * too (read(2), or faults of a mapping): as for a write-back of a
-	 * mapping (coh_write_seen()), and seen before the first drop (#15).
+	 * mapping (coherence_write_seen()), and seen before the first drop (#15).
 	 */
 	if (f->use.cached_writer)
 		notify_writer_mixed(f->inode->nodeid);
@@ -164,7 +164,7 @@ void coh_read_seen(struct dcfs_file *f, const struct fuse_file_info *fi)
  * the inode is not dropped piecemeal while it is open for writing
  * (notify.c; KNOWN_FAILURES #15).
  */
-void coh_write_seen(struct dcfs_file *f, const struct fuse_file_info *fi)
+void coherence_write_seen(struct dcfs_file *f, const struct fuse_file_info *fi)
 {
 	if (fi->writepage)
 		notify_writer_mixed(f->inode->nodeid);
@@ -175,7 +175,7 @@ static unsigned int setid_flags(mode_t mode)
 	return (mode & S_ISUID ? COH_SUID : 0) | (mode & S_ISGID ? COH_SGID : 0);
 }
 
-void coh_saw_mode(struct dcfs_inode *inode, mode_t mode)
+void coherence_saw_mode(struct dcfs_inode *inode, mode_t mode)
 {
 	unsigned int bits = setid_flags(mode);
 
@@ -193,7 +193,7 @@ void coh_saw_mode(struct dcfs_inode *inode, mode_t mode)
  * timeout: drop the attributes before the reply whenever a bit the kernel
  * may hold went (issue 38 #3: only a file that lost both was dropped).
  */
-void coh_mode_may_change(struct dcfs_inode *inode, int fd)
+void coherence_mode_may_change(struct dcfs_inode *inode, int fd)
 {
 	unsigned int held = atomic_load(&inode->coh_flags) & (COH_SUID | COH_SGID);
 	unsigned int gone;
@@ -213,7 +213,7 @@ void coh_mode_may_change(struct dcfs_inode *inode, int fd)
 }
 
 /* A mode changed through an ACL: the kernel only refreshes ctime. */
-void coh_mode_changed(struct dcfs_inode *inode)
+void coherence_mode_changed(struct dcfs_inode *inode)
 {
 	notify_inval_attr_now(inode->nodeid);
 }
@@ -363,7 +363,7 @@ static void *inval_main(void *arg)
 	return NULL;
 }
 
-int coh_start(void)
+int coherence_start(void)
 {
 	if (pthread_create(&inval_thread, NULL, inval_main, NULL) != 0)
 		return -EAGAIN;
@@ -371,7 +371,7 @@ int coh_start(void)
 	return 0;
 }
 
-void coh_stop(void)
+void coherence_stop(void)
 {
 	if (!inval_running)
 		return;
@@ -508,7 +508,7 @@ static bool read_overlaid(fuse_req_t req, struct dcfs_file *f, size_t size,
  * A READ of a range a direct write is landing in is answered here, with
  * that write's bytes: true if it was (the request is replied).
  */
-bool coh_read_overlaid(fuse_req_t req, struct dcfs_file *f, size_t size,
+bool coherence_read_overlaid(fuse_req_t req, struct dcfs_file *f, size_t size,
 		       off_t off)
 {
 	return coh_overlaid(f->inode, off, size) &&
@@ -521,7 +521,7 @@ bool coh_read_overlaid(fuse_req_t req, struct dcfs_file *f, size_t size,
  * and a write-back of cached pages while a direct write of the range
  * lands carries the direct write's bytes.  The bytes written, or -errno.
  */
-ssize_t coh_write(struct dcfs_file *f, const struct fuse_file_info *fi,
+ssize_t coherence_write(struct dcfs_file *f, const struct fuse_file_info *fi,
 		  struct fuse_bufvec *in, off_t off)
 {
 	size_t len = fuse_buf_size(in);
@@ -544,7 +544,7 @@ ssize_t coh_write(struct dcfs_file *f, const struct fuse_file_info *fi,
 				      len, off);
 		n = f->io->write(f, in, off);
 		if (n >= 0)
-			coherence_landed(f->inode, f->fd);
+			stamp_landed(f->inode, f->fd);
 		coh_direct_end(ov);
 		return n;
 	}
@@ -560,7 +560,7 @@ ssize_t coh_write(struct dcfs_file *f, const struct fuse_file_info *fi,
 			coh_patch(f->inode, mem.buf[0].mem, off, (size_t)n, NULL);
 		n = f->io->write(f, &mem, off);
 		if (n >= 0)
-			coherence_landed(f->inode, f->fd);
+			stamp_landed(f->inode, f->fd);
 		coh_direct_end(ov);
 	}
 	free(mem.buf[0].mem);

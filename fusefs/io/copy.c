@@ -24,7 +24,7 @@ static ssize_t write_all_uncached(struct probe *p, int fd, const char *buf, size
 	ssize_t n = 0;
 
 	while (done < len) {
-		n = uncached_pwrite(p, fd, buf + done, len - done, off + (off_t)done);
+		n = probe_pwrite(p, fd, buf + done, len - done, off + (off_t)done);
 		if (n <= 0)
 			break;
 		done += (size_t)n;
@@ -54,16 +54,16 @@ ssize_t copy_uncached(struct dcfs_file *fin, off_t in, struct dcfs_file *fout, o
 		return -ENOMEM;
 	while (done < len) {
 		want = len - done < COPY_PIECE ? len - done : COPY_PIECE;
-		r = uncached_pread(pin, fin->fd, buf, want, in + (off_t)done);
+		r = probe_pread(pin, fin->fd, buf, want, in + (off_t)done);
 		if (r <= 0)
 			break;
-		stats_io(fin, ST_READ_DONTCACHE, (uint64_t)r);
+		file_stats_io(fin, ST_READ_DONTCACHE, (uint64_t)r);
 		w = write_all_uncached(pout, fout->fd, buf, (size_t)r, out + (off_t)done);
 		if (w < 0) {
 			r = w;
 			break;
 		}
-		stats_io(fout, ST_WRITE_DONTCACHE, (uint64_t)w);
+		file_stats_io(fout, ST_WRITE_DONTCACHE, (uint64_t)w);
 		done += (size_t)w;
 		if (w < r || (size_t)r < want)
 			break;

@@ -242,7 +242,7 @@ void dropbehind_stop(void)
 
 static long long keep_for(int fd)
 {
-	long long ra = file_read_ahead_bytes(fd);
+	long long ra = conn_limits_read_ahead(fd);
 	long long keep;
 
 	if (ra <= 0)

@@ -151,7 +151,7 @@ static void drop_unprotected(struct dcfs_file *f, off_t lo, off_t hi)
 }
 
 /* Waits for writeback of [lo, hi) and drops it. */
-void drop_written(struct dcfs_file *f, off_t lo, off_t hi)
+void fallback_drop(struct dcfs_file *f, off_t lo, off_t hi)
 {
 	if (hi <= lo)
 		return;
@@ -171,7 +171,7 @@ static off_t read_ahead_reach(struct dcfs_file *f)
 	long long ra;
 
 	if (!f->stream->ra_reach) {
-		ra = file_read_ahead_bytes(f->fd);
+		ra = conn_limits_read_ahead(f->fd);
 		f->stream->ra_reach = ra > 0 ? (off_t)(2 * ra) : RA_REACH_DEFAULT;
 		if (f->stream->ra_reach > RA_REACH_MAX)
 			f->stream->ra_reach = RA_REACH_MAX;
@@ -195,7 +195,7 @@ static void start_window(struct dcfs_file *f)
 {
 	sync_file_range(f->fd, f->stream->wb_lo, f->stream->wb_hi - f->stream->wb_lo,
 			SYNC_FILE_RANGE_WRITE);
-	drop_written(f, f->stream->wb_prev_lo, f->stream->wb_prev_hi);
+	fallback_drop(f, f->stream->wb_prev_lo, f->stream->wb_prev_hi);
 	f->stream->wb_prev_lo = f->stream->wb_lo;
 	f->stream->wb_prev_hi = f->stream->wb_hi;
 	f->stream->wb_lo = f->stream->wb_hi = 0;
@@ -235,7 +235,7 @@ void fallback_finish(struct dcfs_file *f)
 {
 	if (f->stream->wb_hi > f->stream->wb_lo)
 		start_window(f);
-	drop_written(f, f->stream->wb_prev_lo, f->stream->wb_prev_hi);
+	fallback_drop(f, f->stream->wb_prev_lo, f->stream->wb_prev_hi);
 	f->stream->wb_prev_lo = f->stream->wb_prev_hi = 0;
 	/* Read-ahead the fd did before POSIX_FADV_RANDOM took effect. */
 	if (f->stream->fadv_random)
@@ -247,5 +247,5 @@ void fallback_finish(struct dcfs_file *f)
 	 * writeback: drop what the handle wrote uncached once it is written.
 	 */
 	if (f->stream->dc_hi > f->stream->dc_lo)
-		drop_written(f, f->stream->dc_lo, f->stream->dc_hi);
+		fallback_drop(f, f->stream->dc_lo, f->stream->dc_hi);
 }

@@ -2,7 +2,7 @@
 /*
  * What each open handle carries for user.dcfs.files (struct file_stats):
  * who opened it, the rule that decided its class, the bytes it moved.  The
- * class counters themselves are a leaf below (ops/stats.c).
+ * class counters themselves are a leaf below (base/stats.c).
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -18,7 +18,7 @@ static bool is_read_kind(enum stat_kind k)
 }
 
 /* Data moved by handle f: the class counters and the handle's own. */
-void stats_io(struct dcfs_file *f, enum stat_kind k, uint64_t n)
+void file_stats_io(struct dcfs_file *f, enum stat_kind k, uint64_t n)
 {
 	stats_add(f->policy, k, n);
 	if (f->stats && k != ST_SWITCHED && k != ST_OPENED)
@@ -26,14 +26,14 @@ void stats_io(struct dcfs_file *f, enum stat_kind k, uint64_t n)
 					  n, memory_order_relaxed);
 }
 
-void stats_file_bytes(struct dcfs_file *f, bool read, uint64_t n)
+void file_stats_bytes(struct dcfs_file *f, bool read, uint64_t n)
 {
 	if (f->stats)
 		atomic_fetch_add_explicit(&f->stats->bytes[read ? 0 : 1], n,
 					  memory_order_relaxed);
 }
 
-int stats_file_open(fuse_req_t req, struct dcfs_file *f,
+int file_stats_open(fuse_req_t req, struct dcfs_file *f,
 		    const struct dcfs_decision *d)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
@@ -54,7 +54,7 @@ int stats_file_open(fuse_req_t req, struct dcfs_file *f,
 	return 0;
 }
 
-void stats_file_close(struct dcfs_file *f)
+void file_stats_close(struct dcfs_file *f)
 {
 	free(f->stats);
 	f->stats = NULL;

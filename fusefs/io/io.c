@@ -116,7 +116,7 @@ void io_foreach(void (*fn)(const struct io_file_view *v, void *arg), void *arg)
 /* The threads of the I/O layer, once the session is served. */
 int io_start(struct fuse_session *se)
 {
-	if (notify_start(se) < 0 || coh_start() < 0 || dropbehind_start() < 0)
+	if (notify_start(se) < 0 || coherence_start() < 0 || dropbehind_start() < 0)
 		return -EAGAIN;
 	return 0;
 }
@@ -124,7 +124,7 @@ int io_start(struct fuse_session *se)
 void io_stop(void)
 {
 	dropbehind_stop();
-	coh_stop();
+	coherence_stop();
 	notify_stop();
 }
 
@@ -160,12 +160,12 @@ static void open_finish(struct dcfs_file *f, struct fuse_file_info *fi)
 	/* No FUSE cache with direct I/O, nor where the kernel reads. */
 	if (fi->direct_io || passthrough_by_kernel(f))
 		f->use.fuse_cached = false;
-	coh_opened(f, fi);
+	coherence_opened(f, fi);
 	if (f->pt.dropbehind_wish && passthrough_by_kernel(f))
 		dropbehind_add(f);
 	/* Whether what such a stream leaves may go at release (dropbehind.c). */
 	if (f->pt.uncached)
-		f->use.was_resident = file_has_cached_pages(f->fd);
+		f->use.was_resident = io_select_has_cached_pages(f->fd);
 	if (f->use.fuse_cached)
 		stats_add(f->policy, ST_FUSE_READAHEAD, 1);
 	/* Its writes go through the FUSE page cache: see notify.c. */
@@ -195,7 +195,7 @@ int io_open(fuse_req_t req, struct dcfs_inode *inode, int fd, struct fuse_file_i
 	pthread_mutex_init(&f->lock, NULL);
 	err = io_select(req, f, fi, st);
 	if (err) {
-		stream_state_free(f);
+		io_stream_free(f);
 		pthread_mutex_destroy(&f->lock);
 		free(f);
 		return err;
@@ -206,7 +206,7 @@ int io_open(fuse_req_t req, struct dcfs_inode *inode, int fd, struct fuse_file_i
 	files_link(f);
 	/* The truncation may have cleared set-id bits the kernel shows. */
 	if (fi->flags & O_TRUNC)
-		coh_mode_may_change(inode, fd);
+		coherence_mode_may_change(inode, fd);
 	return 0;
 }
 
@@ -214,7 +214,7 @@ int io_open(fuse_req_t req, struct dcfs_inode *inode, int fd, struct fuse_file_i
 static void file_free(struct dcfs_file *f)
 {
 	files_unlink(f);
-	stats_file_close(f);
+	file_stats_close(f);
 	wpipe_land(f); /* before the inode may get a backing file */
 	passthrough_release(f);
 	dropbehind_remove(f); /* after the counts, before the fd goes */
@@ -223,7 +223,7 @@ static void file_free(struct dcfs_file *f)
 		notify_writer_close(f->inode->nodeid);
 	if (f->io->release)
 		f->io->release(f);
-	stream_state_free(f);
+	io_stream_free(f);
 	close(f->fd);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
@@ -272,18 +272,18 @@ int io_fd(struct fuse_file_info *fi)
  */
 static void data_changed(struct dcfs_file *f)
 {
-	coherence_landed(f->inode, f->fd);
+	stamp_landed(f->inode, f->fd);
 }
 
 /* READ: replies itself (the strategy may splice the data to the kernel). */
 void io_read(fuse_req_t req, struct dcfs_file *f, const struct fuse_file_info *fi, size_t size,
 	     off_t off)
 {
-	coh_read_seen(f, fi);
+	coherence_read_seen(f, fi);
 	wpipe_sync_inode(f->inode);
 	/* Before the reply: the next request of the stream may follow at once. */
-	io_account(f, off, size);
-	if (!coh_read_overlaid(req, f, size, off))
+	io_stream_account(f, off, size);
+	if (!coherence_read_overlaid(req, f, size, off))
 		f->io->read(req, f, size, off);
 }
 
@@ -294,7 +294,7 @@ ssize_t io_write(fuse_req_t req, struct dcfs_file *f, const struct fuse_file_inf
 	int how = creds_io_begin(req);
 	ssize_t n;
 
-	coh_write_seen(f, fi);
+	coherence_write_seen(f, fi);
 	wpipe_sync_others(f);
 	/* A deferred error of any handle of the file is this write's answer. */
 	n = wpipe_check(f);
@@ -302,14 +302,14 @@ ssize_t io_write(fuse_req_t req, struct dcfs_file *f, const struct fuse_file_inf
 	if (!n)
 		n = reqbuf_locate(in);
 	if (!n)
-		n = coh_write(f, fi, in, off);
+		n = coherence_write(f, fi, in, off);
 	creds_io_end(how);
 	data_changed(f);
 	if (n > 0)
-		coh_mode_may_change(f->inode, f->fd);
+		coherence_mode_may_change(f->inode, f->fd);
 	/* Before the reply, as for a read. */
 	if (n >= 0)
-		io_account(f, off, (size_t)n);
+		io_stream_account(f, off, (size_t)n);
 	return n;
 }
 
@@ -348,7 +348,7 @@ int io_fallocate(fuse_req_t req, struct dcfs_file *f, int mode, off_t off, off_t
 	creds_io_end(how);
 	data_changed(f);
 	if (!err)
-		coh_mode_may_change(f->inode, f->fd);
+		coherence_mode_may_change(f->inode, f->fd);
 	return err;
 }
 
@@ -408,7 +408,7 @@ ssize_t io_copy_file_range(fuse_req_t req, struct dcfs_file *fin, off_t off_in,
 	 */
 	data_changed(fout);
 	if (n > 0)
-		coh_mode_may_change(fout->inode, fout->fd);
+		coherence_mode_may_change(fout->inode, fout->fd);
 	return n;
 }
 
@@ -426,16 +426,16 @@ int io_getattr(struct dcfs_inode *inode, struct fuse_file_info *fi, struct stat 
 	int err;
 
 	wpipe_sync_inode(inode);
-	gen = coherence_gen(inode);
+	gen = stamp_gen(inode);
 	if (fi)
 		err = (int)dcfs_err(fstat(dcfs_file_of(fi)->fd, st));
 	else
 		err = inode_stat(inode, st);
 	if (err)
 		return err;
-	if (coherence_changed_outside(inode, st, gen) && !passthrough_backed(inode))
+	if (stamp_changed_outside(inode, st, gen) && !passthrough_backed(inode))
 		notify_inval(inode->nodeid, 0, 0, 0);
-	coh_saw_mode(inode, st->st_mode);
+	coherence_saw_mode(inode, st->st_mode);
 	return 0;
 }
 
@@ -460,7 +460,7 @@ int io_truncate(struct dcfs_inode *inode, int pfd, int fd, off_t size)
 		inode_proc_path(pfd, path);
 		err = (int)dcfs_err(truncate(path, size));
 	}
-	coherence_changed_inside(inode);
+	stamp_changed_inside(inode);
 	return err;
 }
 
@@ -468,7 +468,7 @@ int io_truncate(struct dcfs_inode *inode, int pfd, int fd, off_t size)
 void io_setattr_done(struct dcfs_inode *inode, int valid)
 {
 	if (valid & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
-		coherence_changed_inside(inode);
+		stamp_changed_inside(inode);
 }
 
 /* A mark for io_entry_settle(), taken before an entry's attributes are read. */
@@ -491,7 +491,7 @@ bool io_entry_settle(struct dcfs_inode *inode, uint64_t mark)
 /* The mode changed other than by chmod (an access ACL). */
 void io_mode_changed(struct dcfs_inode *inode)
 {
-	coh_mode_changed(inode);
+	coherence_mode_changed(inode);
 }
 
 /* What an open of a cache-class file would get now, for user.dcfs.policy. */

@@ -224,31 +224,31 @@ ssize_t copy_uncached(struct dcfs_file *fin, off_t in, struct dcfs_file *fout,
 		      off_t out, size_t len);
 
 /* file_stats.c: the handle's own counters, and the class counters */
-void stats_io(struct dcfs_file *f, enum stat_kind k, uint64_t n);
-void stats_file_bytes(struct dcfs_file *f, bool read, uint64_t n);
-int stats_file_open(fuse_req_t req, struct dcfs_file *f,
+void file_stats_io(struct dcfs_file *f, enum stat_kind k, uint64_t n);
+void file_stats_bytes(struct dcfs_file *f, bool read, uint64_t n);
+int file_stats_open(fuse_req_t req, struct dcfs_file *f,
 		    const struct dcfs_decision *d);
-void stats_file_close(struct dcfs_file *f);
+void file_stats_close(struct dcfs_file *f);
 
 /* coherence.c: changes of a file's data made outside the mount */
-uint64_t coherence_gen(struct dcfs_inode *inode);
-bool coherence_changed_outside(struct dcfs_inode *inode, const struct stat *st,
+uint64_t stamp_gen(struct dcfs_inode *inode);
+bool stamp_changed_outside(struct dcfs_inode *inode, const struct stat *st,
 			       uint64_t gen);
-void coherence_changed_inside(struct dcfs_inode *inode);
-void coherence_landed(struct dcfs_inode *inode, int fd);
-bool coherence_take_outside(struct dcfs_inode *inode);
-void coh_opened(struct dcfs_file *f, const struct fuse_file_info *fi);
-void coh_read_seen(struct dcfs_file *f, const struct fuse_file_info *fi);
-void coh_write_seen(struct dcfs_file *f, const struct fuse_file_info *fi);
-void coh_saw_mode(struct dcfs_inode *inode, mode_t mode);
-void coh_mode_may_change(struct dcfs_inode *inode, int fd);
-void coh_mode_changed(struct dcfs_inode *inode);
-bool coh_read_overlaid(fuse_req_t req, struct dcfs_file *f, size_t size,
+void stamp_changed_inside(struct dcfs_inode *inode);
+void stamp_landed(struct dcfs_inode *inode, int fd);
+bool stamp_take_outside(struct dcfs_inode *inode);
+void coherence_opened(struct dcfs_file *f, const struct fuse_file_info *fi);
+void coherence_read_seen(struct dcfs_file *f, const struct fuse_file_info *fi);
+void coherence_write_seen(struct dcfs_file *f, const struct fuse_file_info *fi);
+void coherence_saw_mode(struct dcfs_inode *inode, mode_t mode);
+void coherence_mode_may_change(struct dcfs_inode *inode, int fd);
+void coherence_mode_changed(struct dcfs_inode *inode);
+bool coherence_read_overlaid(fuse_req_t req, struct dcfs_file *f, size_t size,
 		       off_t off);
-ssize_t coh_write(struct dcfs_file *f, const struct fuse_file_info *fi,
+ssize_t coherence_write(struct dcfs_file *f, const struct fuse_file_info *fi,
 		  struct fuse_bufvec *in, off_t off);
-int coh_start(void);
-void coh_stop(void);
+int coherence_start(void);
+void coherence_stop(void);
 
 /* passthrough.c */
 /*
@@ -292,24 +292,22 @@ void passthrough_stats(struct passthrough_stats *st);
 
 /* io_plain.c */
 extern const struct dcfs_io io_plain;
-void plain_read(fuse_req_t req, struct dcfs_file *f, size_t size, off_t off);
-ssize_t plain_write(struct dcfs_file *f, struct fuse_bufvec *in, off_t off);
+void io_plain_read(fuse_req_t req, struct dcfs_file *f, size_t size, off_t off);
+ssize_t io_plain_write(struct dcfs_file *f, struct fuse_bufvec *in, off_t off);
 
 /* io_stream.c */
 extern const struct dcfs_io io_stream;
-void io_account(struct dcfs_file *f, off_t off, size_t n);
-int stream_state_alloc(struct dcfs_file *f);
-void stream_state_free(struct dcfs_file *f);
-void set_uncached_flags(struct dcfs_file *f, int policy);
+void io_stream_account(struct dcfs_file *f, off_t off, size_t n);
+int io_stream_alloc(struct dcfs_file *f);
+void io_stream_free(struct dcfs_file *f);
+void io_stream_set_uncached(struct dcfs_file *f, int policy);
 
 /* io_select.c */
 int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi,
 	      const struct stat *known);
-void io_fs_inherit(struct dcfs_inode *inode, struct dcfs_inode *dir, int dirfd);
-bool file_has_cached_pages(int fd);
-int file_backing_path(struct dcfs_inode *inode, char *buf, size_t size);
-int caller_comm(fuse_req_t req, char comm[16]);
-int policy_for_inode(fuse_req_t req, struct dcfs_inode *inode, int64_t size,
+void io_select_fs_inherit(struct dcfs_inode *inode, struct dcfs_inode *dir, int dirfd);
+bool io_select_has_cached_pages(int fd);
+int io_select_policy(fuse_req_t req, struct dcfs_inode *inode, int64_t size,
 		     bool writable, struct dcfs_decision *d,
 		     struct dcfs_config **cfgp);
 
@@ -326,11 +324,11 @@ void resident_runs(int fd, off_t off, off_t len, void (*fn)(void *arg, off_t lo,
 struct probe *probe_get(int fd);
 struct probe *probe_dir(int dirfd);
 struct probe *probe_forced_fallback(void);
-ssize_t uncached_pread(struct probe *p, int fd, void *buf, size_t len,
+ssize_t probe_pread(struct probe *p, int fd, void *buf, size_t len,
 		       off_t off);
-ssize_t uncached_pwrite(struct probe *p, int fd, const void *buf, size_t len,
+ssize_t probe_pwrite(struct probe *p, int fd, const void *buf, size_t len,
 			off_t off);
-ssize_t uncached_pwritev(struct probe *p, int fd, const struct iovec *iov,
+ssize_t probe_pwritev(struct probe *p, int fd, const struct iovec *iov,
 			 int cnt, off_t off);
 size_t probe_snapshot(struct probe *out, size_t max);
 const char *probe_state_name(int s);
@@ -340,7 +338,7 @@ ssize_t fallback_read(struct dcfs_file *f, void *buf, size_t len, off_t off);
 ssize_t fallback_write(struct dcfs_file *f, const void *buf, size_t len,
 		       off_t off);
 void fallback_finish(struct dcfs_file *f);
-void drop_written(struct dcfs_file *f, off_t lo, off_t hi);
+void fallback_drop(struct dcfs_file *f, off_t lo, off_t hi);
 
 /* write_pipe.c */
 int wpipe_open(struct dcfs_file *f, const struct wpipe_limits *lim);

@@ -8,7 +8,7 @@
 
 #include "io/io.h"
 
-void plain_read(fuse_req_t req, struct dcfs_file *f, size_t size,
+void io_plain_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 		off_t off)
 {
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
@@ -34,7 +34,7 @@ void plain_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
 }
 
-ssize_t plain_write(struct dcfs_file *f, struct fuse_bufvec *in,
+ssize_t io_plain_write(struct dcfs_file *f, struct fuse_bufvec *in,
 			   off_t off)
 {
 	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
@@ -49,17 +49,17 @@ static void counted_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 			 off_t off)
 {
 	/* Requested, not returned: a splice reply does not say how much. */
-	stats_io(f, ST_READ_CACHED, size);
-	plain_read(req, f, size, off);
+	file_stats_io(f, ST_READ_CACHED, size);
+	io_plain_read(req, f, size, off);
 }
 
 static ssize_t counted_write(struct dcfs_file *f, struct fuse_bufvec *in,
 			     off_t off)
 {
-	ssize_t n = plain_write(f, in, off);
+	ssize_t n = io_plain_write(f, in, off);
 
 	if (n > 0)
-		stats_io(f, ST_WRITE_CACHED, (uint64_t)n);
+		file_stats_io(f, ST_WRITE_CACHED, (uint64_t)n);
 	return n;
 }
 

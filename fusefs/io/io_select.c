@@ -20,36 +20,7 @@
 #include "io/io.h"
 #include "dcfs_sys.h"
 
-int file_backing_path(struct dcfs_inode *inode, char *buf, size_t size)
-{
-	size_t blen = strlen(dcfs.opt.backing);
-	char link[64];
-	int fd = inode_pin(inode), err;
-	ssize_t n;
-
-	if (fd < 0)
-		return fd;
-	inode_proc_path(fd, link);
-	n = readlink(link, buf, size - 1);
-	err = n < 0 ? -errno : 0;
-	inode_unpin(inode);
-	if (err)
-		return err;
-	if ((size_t)n == size - 1)
-		return -ENAMETOOLONG;
-	buf[n] = '\0';
-	if (blen == 1) /* backing is "/" */
-		return 0;
-	if (strncmp(buf, dcfs.opt.backing, blen) != 0 ||
-	    (buf[blen] != '/' && buf[blen] != '\0'))
-		return -ENOENT;
-	memmove(buf, buf + blen, (size_t)n - blen + 1);
-	if (!buf[0])
-		strcpy(buf, "/");
-	return 0;
-}
-
-int caller_comm(fuse_req_t req, char comm[16])
+static int io_select_comm(fuse_req_t req, char comm[16])
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	char path[64];
@@ -72,7 +43,7 @@ int caller_comm(fuse_req_t req, char comm[16])
 	return 0;
 }
 
-bool file_has_cached_pages(int fd)
+bool io_select_has_cached_pages(int fd)
 {
 	return resident_count(fd, 0, 0) != 0;
 }
@@ -84,7 +55,7 @@ static void start_deferred(struct dcfs_file *f, int target, uint64_t after,
 	f->io = &io_stream;
 	f->stream->target = target;
 	f->stream->switch_after = after ? after : 1;
-	f->use.was_resident = file_has_cached_pages(f->fd);
+	f->use.was_resident = io_select_has_cached_pages(f->fd);
 	fi->keep_cache = 1;
 }
 
@@ -131,7 +102,7 @@ static bool close_is_noop(struct dcfs_inode *inode, int fd)
  * st_dev: two live superblocks never share one, and dirfd keeps dir's
  * alive.  So a create asks fstatfs() once per directory, not per file.
  */
-void io_fs_inherit(struct dcfs_inode *inode, struct dcfs_inode *dir, int dirfd)
+void io_select_fs_inherit(struct dcfs_inode *inode, struct dcfs_inode *dir, int dirfd)
 {
 	if (inode->dev != dir->dev || atomic_load(&inode->close_kind))
 		return;
@@ -162,7 +133,7 @@ static int apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 			      !atomic_load(&f->inode->posix_locked);
 		return 0;
 	}
-	err = stream_state_alloc(f);
+	err = io_stream_alloc(f);
 	if (err)
 		return err;
 	f->stream->window = cfg->window;
@@ -179,7 +150,7 @@ static int apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 		start_deferred(f, d->policy, (uint64_t)d->min_size, fi);
 	else {
 		f->io = &io_stream;
-		set_uncached_flags(f, d->policy);
+		io_stream_set_uncached(f, d->policy);
 		f->use.fuse_cached = (d->fuse_readahead >= 0 ? d->fuse_readahead :
 							  cfg->fuse_readahead) &&
 				 (f->flags & O_ACCMODE) == O_RDONLY &&
@@ -193,7 +164,7 @@ static int apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 		f->pt.dropbehind_wish = cfg->passthrough_reads &&
 				     (f->flags & O_ACCMODE) == O_RDONLY &&
 				     f->use.read_uncached &&
-				     !file_has_cached_pages(f->fd);
+				     !io_select_has_cached_pages(f->fd);
 		/*
 		 * Or, where the kernel offers it (kernel-patches/), the kernel
 		 * reads and writes the stream itself with RWF_DONTCACHE.
@@ -227,7 +198,7 @@ static int attach_wpipe(struct dcfs_file *f, const struct dcfs_config *cfg)
 	return wpipe_open(f, &lim);
 }
 
-int policy_for_inode(fuse_req_t req, struct dcfs_inode *inode, int64_t size,
+int io_select_policy(fuse_req_t req, struct dcfs_inode *inode, int64_t size,
 		     bool writable, struct dcfs_decision *d,
 		     struct dcfs_config **cfgp)
 {
@@ -236,9 +207,9 @@ int policy_for_inode(fuse_req_t req, struct dcfs_inode *inode, int64_t size,
 
 	/* Only rules that use them cost a readlink or a /proc read per open. */
 	if (!(cfg->n_dirs || cfg->n_classes) ||
-	    file_backing_path(inode, path, sizeof(path)) < 0)
+	    inode_backing_path(inode, path, sizeof(path)) < 0)
 		strcpy(path, "/");
-	if (!cfg->n_procs || caller_comm(req, comm) < 0)
+	if (!cfg->n_procs || io_select_comm(req, comm) < 0)
 		comm[0] = '\0';
 	policy_decide(cfg, path, comm[0] ? comm : NULL, size, writable, d);
 	*cfgp = cfg;
@@ -264,8 +235,8 @@ int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi,
 
 	/* The open has just truncated it, through the mount. */
 	if (f->flags & O_TRUNC)
-		coherence_changed_inside(f->inode);
-	gen = coherence_gen(f->inode);
+		stamp_changed_inside(f->inode);
+	gen = stamp_gen(f->inode);
 	if (known)
 		st = *known;
 	else if (fstat(f->fd, &st) < 0)
@@ -273,15 +244,15 @@ int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi,
 	/* For passthrough.c: what a kernel writer adds is counted from here. */
 	f->pt.size0 = st.st_size;
 	f->pt.setid0 = st.st_mode & (S_ISUID | S_ISGID);
-	outside = coherence_changed_outside(f->inode, &st, gen);
-	outside |= coherence_take_outside(f->inode);
-	coh_saw_mode(f->inode, st.st_mode);
+	outside = stamp_changed_outside(f->inode, &st, gen);
+	outside |= stamp_take_outside(f->inode);
+	coherence_saw_mode(f->inode, st.st_mode);
 	if (!S_ISREG(st.st_mode)) {
 		f->io = &io_plain;
 		return 0;
 	}
-	policy_for_inode(req, f->inode, st.st_size, writable, &d, &cfg);
-	err = stats_file_open(req, f, &d);
+	io_select_policy(req, f->inode, st.st_size, writable, &d, &cfg);
+	err = file_stats_open(req, f, &d);
 	if (err) {
 		config_put(cfg);
 		return err;
@@ -306,10 +277,10 @@ int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi,
 	if (err)
 		return err;
 	stats_add(f->policy, ST_OPENED, 1);
-	if (dcfs_log_enabled(FUSE_LOG_DEBUG)) {
+	if (log_enabled(FUSE_LOG_DEBUG)) {
 		char why[256];
 
-		decision_describe(&d, why, sizeof(why));
+		policy_describe(&d, why, sizeof(why));
 		log_debug("open ino %llu: %s\n", (unsigned long long)st.st_ino,
 			  why);
 	}

@@ -24,17 +24,17 @@
 /* Under the mount's cap a handle takes a smaller window, down to this. */
 #define RA_MIN_CAP ((size_t)256 << 10)
 
-/* How far out of order requests of one stream may arrive (see io_account). */
+/* How far out of order requests of one stream may arrive (see io_stream_account). */
 #define SEQ_SLACK ((off_t)4 << 20)
 
 static ssize_t read_uncached(struct dcfs_file *f, void *buf, size_t len,
 			     off_t off)
 {
-	ssize_t n = uncached_pread(f->probe, f->fd, buf, len, off);
+	ssize_t n = probe_pread(f->probe, f->fd, buf, len, off);
 
 	if (n != -EOPNOTSUPP) {
 		if (n > 0)
-			stats_io(f, ST_READ_DONTCACHE, (uint64_t)n);
+			file_stats_io(f, ST_READ_DONTCACHE, (uint64_t)n);
 		return n;
 	}
 	if (!f->stream->fadv_random) {
@@ -44,11 +44,11 @@ static ssize_t read_uncached(struct dcfs_file *f, void *buf, size_t len,
 	}
 	n = fallback_read(f, buf, len, off);
 	if (n > 0)
-		stats_io(f, ST_READ_FALLBACK, (uint64_t)n);
+		file_stats_io(f, ST_READ_FALLBACK, (uint64_t)n);
 	return n;
 }
 
-void set_uncached_flags(struct dcfs_file *f, int policy)
+void io_stream_set_uncached(struct dcfs_file *f, int policy)
 {
 	f->use.read_uncached = policy == POLICY_DONTCACHE ||
 			   policy == POLICY_DONTCACHE_READ;
@@ -150,8 +150,8 @@ static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 	bool seq, tiles;
 
 	if (!f->use.read_uncached) {
-		stats_io(f, ST_READ_CACHED, size);
-		plain_read(req, f, size, off);
+		file_stats_io(f, ST_READ_CACHED, size);
+		io_plain_read(req, f, size, off);
 		return;
 	}
 	pthread_mutex_lock(&f->lock);
@@ -221,9 +221,9 @@ static ssize_t stream_write(struct dcfs_file *f, struct fuse_bufvec *in,
 	ssize_t n;
 
 	if (!f->use.write_uncached) {
-		n = plain_write(f, in, off);
+		n = io_plain_write(f, in, off);
 		if (n > 0)
-			stats_io(f, ST_WRITE_CACHED, (uint64_t)n);
+			file_stats_io(f, ST_WRITE_CACHED, (uint64_t)n);
 		return n;
 	}
 	if (in->count == 1 && !(in->buf[0].flags & FUSE_BUF_IS_FD)) {
@@ -250,7 +250,7 @@ static ssize_t stream_write(struct dcfs_file *f, struct fuse_bufvec *in,
 	 * when they are made (write_pipe.c).
 	 */
 	if (n > 0)
-		stats_file_bytes(f, false, (uint64_t)n);
+		file_stats_bytes(f, false, (uint64_t)n);
 	pthread_mutex_unlock(&f->lock);
 	free(mem.buf[0].mem);
 	return n;
@@ -280,21 +280,21 @@ static void stream_release(struct dcfs_file *f)
 	if (trails_fuse_cache(f))
 		notify_inval(f->inode->nodeid, 0, 0, 0);
 	if (f->stream->target && !f->stream->switch_after && !f->use.was_resident)
-		drop_written(f, f->stream->pre_lo, f->stream->seq_next + SEQ_SLACK);
+		fallback_drop(f, f->stream->pre_lo, f->stream->seq_next + SEQ_SLACK);
 	if (f->stream->ra_buf) {
 		free(f->stream->ra_buf);
 		ra_unaccount(f->stream->ra_cap);
 	}
 }
 
-int stream_state_alloc(struct dcfs_file *f)
+int io_stream_alloc(struct dcfs_file *f)
 {
 	f->stream = calloc(1, sizeof(*f->stream));
 	return f->stream ? 0 : -ENOMEM;
 }
 
 /* With the handle, after its release: what it held is gone by then. */
-void stream_state_free(struct dcfs_file *f)
+void io_stream_free(struct dcfs_file *f)
 {
 	free(f->stream);
 	f->stream = NULL;
@@ -319,10 +319,10 @@ static void switch_now(struct dcfs_file *f)
 
 	/* Counters stay with the class decided at open (auto, or deferred). */
 	f->stream->switch_after = 0;
-	set_uncached_flags(f, f->stream->target);
-	stats_io(f, ST_SWITCHED, 1);
+	io_stream_set_uncached(f, f->stream->target);
+	file_stats_io(f, ST_SWITCHED, 1);
 	if (!f->use.was_resident)
-		drop_written(f, f->stream->pre_lo, f->stream->pre_hi);
+		fallback_drop(f, f->stream->pre_lo, f->stream->pre_hi);
 	notify_inval(ino, f->stream->pre_lo, f->stream->pre_hi - f->stream->pre_lo, f->use.cached_writer);
 	f->stream->inval_done = f->stream->pre_hi;
 	log_debug("ino %llu: switched to %s after %llu bytes\n",
@@ -384,7 +384,7 @@ static bool continues_stream(const struct dcfs_file *f, off_t off)
 	       off <= f->stream->seq_next + SEQ_SLACK;
 }
 
-void io_account(struct dcfs_file *f, off_t off, size_t n)
+void io_stream_account(struct dcfs_file *f, off_t off, size_t n)
 {
 	off_t end = off + (off_t)n;
 

@@ -371,7 +371,7 @@ static enum wish wish_of(const struct dcfs_file *f,
 	 * The backing filesystem clears set-id bits at a write by a caller
 	 * without CAP_FSETID, and the kernel does not tell: its own attributes
 	 * would keep the bits until they time out.  Such writes come to the
-	 * daemon, which drops them at once (coh_mode_may_change()).  Root's
+	 * daemon, which drops them at once (coherence_mode_may_change()).  Root's
 	 * opens too: the kernel would write with the opener's credentials, and
 	 * a process that drops its privileges after opening writes as itself.
 	 */

@@ -106,7 +106,7 @@ static void record(struct probe *p, _Atomic int *state, int value,
 			 value == PROBE_YES ? "supported" : "not supported, using fallback");
 }
 
-ssize_t uncached_pread(struct probe *p, int fd, void *buf, size_t len,
+ssize_t probe_pread(struct probe *p, int fd, void *buf, size_t len,
 		       off_t off)
 {
 	struct iovec iov = { buf, len };
@@ -124,15 +124,15 @@ ssize_t uncached_pread(struct probe *p, int fd, void *buf, size_t len,
 	return n < 0 ? -errno : n;
 }
 
-ssize_t uncached_pwrite(struct probe *p, int fd, const void *buf, size_t len,
+ssize_t probe_pwrite(struct probe *p, int fd, const void *buf, size_t len,
 			off_t off)
 {
 	struct iovec iov = { (void *)buf, len };
 
-	return uncached_pwritev(p, fd, &iov, 1, off);
+	return probe_pwritev(p, fd, &iov, 1, off);
 }
 
-ssize_t uncached_pwritev(struct probe *p, int fd, const struct iovec *iov,
+ssize_t probe_pwritev(struct probe *p, int fd, const struct iovec *iov,
 			 int cnt, off_t off)
 {
 	ssize_t n;

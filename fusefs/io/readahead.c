@@ -82,9 +82,9 @@ static void *ra_main(void *arg)
 			break;
 		r->state = RA_FILLING;
 		pthread_mutex_unlock(&r->lock);
-		ssize_t n = uncached_pread(f->probe, f->fd, r->buf, r->cap, r->off);
+		ssize_t n = probe_pread(f->probe, f->fd, r->buf, r->cap, r->off);
 		if (n > 0)
-			stats_io(f, ST_READ_DONTCACHE, (uint64_t)n);
+			file_stats_io(f, ST_READ_DONTCACHE, (uint64_t)n);
 		stats_add(f->policy, ST_PREFETCHES, 1);
 		pthread_mutex_lock(&r->lock);
 		r->len = n;

@@ -24,7 +24,7 @@
  * ordering anyway.
  *
  * Every change through the mount bumps data_gen and, once it is on the
- * backing file, stamps the file as it is then (coherence_landed()), so a
+ * backing file, stamps the file as it is then (stamp_landed()), so a
  * change from outside right after the mount's own is still seen as one.
  */
 #include <stdatomic.h>
@@ -47,17 +47,17 @@ static uint64_t stamp_of(const struct stat *st, uint64_t gen)
 	return ((h << 32) | (uint32_t)gen) | (1ULL << 63);
 }
 
-uint64_t coherence_gen(struct dcfs_inode *inode)
+uint64_t stamp_gen(struct dcfs_inode *inode)
 {
 	return atomic_load(&inode->data_gen);
 }
 
 /*
- * st was read after gen (coherence_gen()) was: has the data changed since
+ * st was read after gen (stamp_gen()) was: has the data changed since
  * the last look other than through the mount?  Records what it saw either
  * way.  Only regular files have data the mount caches.
  */
-bool coherence_changed_outside(struct dcfs_inode *inode, const struct stat *st,
+bool stamp_changed_outside(struct dcfs_inode *inode, const struct stat *st,
 			       uint64_t gen)
 {
 	uint64_t now, before;
@@ -88,7 +88,7 @@ bool coherence_changed_outside(struct dcfs_inode *inode, const struct stat *st,
 }
 
 /* Was a change from outside seen since the last open?  Clears it. */
-bool coherence_take_outside(struct dcfs_inode *inode)
+bool stamp_take_outside(struct dcfs_inode *inode)
 {
 	return atomic_fetch_and(&inode->coh_flags, ~COH_OUTSIDE) & COH_OUTSIDE;
 }
@@ -102,7 +102,7 @@ bool coherence_take_outside(struct dcfs_inode *inode)
  * release, after the next open's look).  A stamp older than another
  * landing's is not stored over it.
  */
-void coherence_landed(struct dcfs_inode *inode, int fd)
+void stamp_landed(struct dcfs_inode *inode, int fd)
 {
 	uint64_t gen = atomic_fetch_add(&inode->data_gen, 1) + 1, cur;
 	struct stat st;
@@ -116,7 +116,7 @@ void coherence_landed(struct dcfs_inode *inode, int fd)
 }
 
 /* A change through the mount that the data_gen of writes does not count. */
-void coherence_changed_inside(struct dcfs_inode *inode)
+void stamp_changed_inside(struct dcfs_inode *inode)
 {
 	atomic_fetch_add(&inode->data_gen, 1);
 }

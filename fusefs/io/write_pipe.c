@@ -337,7 +337,7 @@ static void throttle(struct dcfs_file *f, off_t off, off_t end)
 	wp->wb_waited = target;
 	/* Partial pages behind the front are written back: drop them now. */
 	if (wp->rag_hi > wp->rag_lo && wp->rag_hi <= target) {
-		drop_written(f, wp->rag_lo, wp->rag_hi);
+		fallback_drop(f, wp->rag_lo, wp->rag_hi);
 		wp->rag_lo = wp->rag_hi = 0;
 	}
 }
@@ -353,7 +353,7 @@ static void note_ragged(struct wpipe *wp, off_t lo, off_t hi)
 /* The handle wrote [off, end) uncached: what to drop and wait for later. */
 static void note_uncached(struct dcfs_file *f, off_t off, off_t end)
 {
-	/* Only streams write uncached (set_uncached_flags()). */
+	/* Only streams write uncached (io_stream_set_uncached()). */
 	if (!f->stream)
 		return;
 	if (f->stream->dc_hi == f->stream->dc_lo || off < f->stream->dc_lo)
@@ -384,7 +384,7 @@ static size_t backing_write_locked(struct dcfs_file *f, struct iovec *iov,
 	for (int i = 0; i < cnt; i++)
 		len += iov[i].iov_len;
 	while (done < len) {
-		n = uncached_pwritev(f->probe, f->fd, iov, cnt, off + (off_t)done);
+		n = probe_pwritev(f->probe, f->fd, iov, cnt, off + (off_t)done);
 		if (n == -EOPNOTSUPP)
 			break;
 		if (n <= 0) {
@@ -448,7 +448,7 @@ static size_t backing_write(struct dcfs_file *f, struct iovec *iov, int cnt,
 	 * after it (readahead.c), and stamps what the file looks like now,
 	 * so that a change from outside after it is seen as one.
 	 */
-	coherence_landed(f->inode, f->fd);
+	stamp_landed(f->inode, f->fd);
 	return n;
 }
 
@@ -1232,7 +1232,7 @@ void wpipe_synced(struct dcfs_file *f)
 		return;
 	pthread_mutex_lock(&wp->io_lock);
 	if (wp->rag_hi > wp->rag_lo) {
-		drop_written(f, wp->rag_lo, wp->rag_hi);
+		fallback_drop(f, wp->rag_lo, wp->rag_hi);
 		wp->rag_lo = wp->rag_hi = 0;
 	}
 	pthread_mutex_unlock(&wp->io_lock);

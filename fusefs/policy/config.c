@@ -8,8 +8,9 @@
  * bytes, malformed section headers, lines without '='), and opens
  * sections itself, so even an empty duplicate section is caught.
  *
- * Nothing here touches the running daemon: a parse produces a complete new
- * struct dcfs_config or errors, never half of one.
+ * A parse produces a complete new struct dcfs_config or errors, never half
+ * of one; only config_install() (the end of this file) makes one the
+ * config in force.
  */
 #include <ctype.h>
 #include <fcntl.h>
@@ -65,31 +66,6 @@ struct parse_state {
 
 static int section_defaults(enum cfg_section_id sec, void *obj);
 
-static const char *const policy_names[POLICY__COUNT] = {
-	[POLICY_UNSET] = "unset",
-	[POLICY_CACHE] = "cache",
-	[POLICY_DONTCACHE] = "dontcache",
-	[POLICY_DONTCACHE_READ] = "dontcache-read",
-	[POLICY_DONTCACHE_WRITE] = "dontcache-write",
-	[POLICY_AUTO] = "auto",
-};
-
-const char *policy_name(enum dcfs_policy p)
-{
-	return policy_names[p];
-}
-
-int policy_parse(const char *s, enum dcfs_policy *out)
-{
-	for (int p = POLICY_CACHE; p < POLICY__COUNT; p++) {
-		if (strcasecmp(s, policy_names[p]) == 0) {
-			*out = (enum dcfs_policy)p;
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
-
 /* The decimal number s starts with (no sign, no blank): 0 or -errno. */
 static int leading_number(const char *s, unsigned long long *v, char **end)
 {
@@ -103,7 +79,7 @@ static int leading_number(const char *s, unsigned long long *v, char **end)
 }
 
 /* "123", "64K", "16M", "16MiB", "1G", "2T" (powers of 1024). */
-int size_parse(const char *s, uint64_t *out)
+int config_size_parse(const char *s, uint64_t *out)
 {
 	unsigned long long v;
 	unsigned int shift = 0;
@@ -533,7 +509,7 @@ static int duration_parse(const char *s, uint64_t *out)
 static bool parse_number(struct parse_state *ps, const char *key,
 			 const char *value, bool duration, uint64_t *slot)
 {
-	int err = duration ? duration_parse(value, slot) : size_parse(value, slot);
+	int err = duration ? duration_parse(value, slot) : config_size_parse(value, slot);
 	const char *what = duration ? "duration" : "size";
 
 	if (err == -ERANGE)
@@ -1118,4 +1094,48 @@ void config_summary(const struct dcfs_config *cfg, char *buf, size_t size)
 		 policy_name(cfg->default_policy), (long long)cfg->min_size,
 		 (unsigned long long)cfg->auto_threshold, cfg->n_classes, exts,
 		 cfg->n_dirs, cfg->n_procs);
+}
+
+/*
+ * The config in force: reloads install a new one, each open takes a
+ * reference for as long as it decides (policy.c), so a reload never frees
+ * a config in use.
+ */
+static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct dcfs_config *current;
+
+void config_install(struct dcfs_config *cfg)
+{
+	struct dcfs_config *old;
+
+	cfg->refs = 1;
+	pthread_mutex_lock(&config_lock);
+	old = current;
+	current = cfg;
+	pthread_mutex_unlock(&config_lock);
+	if (old)
+		config_put(old);
+}
+
+struct dcfs_config *config_get(void)
+{
+	struct dcfs_config *cfg;
+
+	pthread_mutex_lock(&config_lock);
+	cfg = current;
+	if (cfg)
+		cfg->refs++;
+	pthread_mutex_unlock(&config_lock);
+	return cfg;
+}
+
+void config_put(struct dcfs_config *cfg)
+{
+	bool last;
+
+	pthread_mutex_lock(&config_lock);
+	last = --cfg->refs == 0;
+	pthread_mutex_unlock(&config_lock);
+	if (last)
+		config_free(cfg);
 }

@@ -218,7 +218,7 @@ static const char *const type_names[] = {
  * `dcfs --list-config-keys`: one tab-separated line per key (section, key,
  * alias, type, range, default, doc; "-" for none), after a header line.
  */
-void config_keys_print(FILE *out)
+void cfg_key_print(FILE *out)
 {
 	char range[96];
 

@@ -22,43 +22,30 @@
 
 #include "policy/policy.h"
 
-static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct dcfs_config *current;
+/* The policies by name, as dcfs.conf and every report write them. */
+static const char *const policy_names[POLICY__COUNT] = {
+	[POLICY_UNSET] = "unset",
+	[POLICY_CACHE] = "cache",
+	[POLICY_DONTCACHE] = "dontcache",
+	[POLICY_DONTCACHE_READ] = "dontcache-read",
+	[POLICY_DONTCACHE_WRITE] = "dontcache-write",
+	[POLICY_AUTO] = "auto",
+};
 
-void config_install(struct dcfs_config *cfg)
+const char *policy_name(enum dcfs_policy p)
 {
-	struct dcfs_config *old;
-
-	cfg->refs = 1;
-	pthread_mutex_lock(&config_lock);
-	old = current;
-	current = cfg;
-	pthread_mutex_unlock(&config_lock);
-	if (old)
-		config_put(old);
+	return policy_names[p];
 }
 
-struct dcfs_config *config_get(void)
+int policy_parse(const char *s, enum dcfs_policy *out)
 {
-	struct dcfs_config *cfg;
-
-	pthread_mutex_lock(&config_lock);
-	cfg = current;
-	if (cfg)
-		cfg->refs++;
-	pthread_mutex_unlock(&config_lock);
-	return cfg;
-}
-
-void config_put(struct dcfs_config *cfg)
-{
-	bool last;
-
-	pthread_mutex_lock(&config_lock);
-	last = --cfg->refs == 0;
-	pthread_mutex_unlock(&config_lock);
-	if (last)
-		config_free(cfg);
+	for (int p = POLICY_CACHE; p < POLICY__COUNT; p++) {
+		if (strcasecmp(s, policy_names[p]) == 0) {
+			*out = (enum dcfs_policy)p;
+			return 0;
+		}
+	}
+	return -EINVAL;
 }
 
 static const char *extension_of(const char *path)
@@ -224,7 +211,7 @@ void policy_decide(const struct dcfs_config *cfg, const char *path,
 }
 
 /* "dontcache (class video, rule [dir /Movies] line 12)" */
-void decision_describe(const struct dcfs_decision *d, char *buf, size_t size)
+void policy_describe(const struct dcfs_decision *d, char *buf, size_t size)
 {
 	snprintf(buf, size, "%s (%s%s%s%s)", policy_name(d->policy),
 		 d->class_name ? "class " : "",

@@ -56,7 +56,7 @@ void cfg_key_names(enum cfg_section_id sec, const char *last_word, char *buf, si
 bool cfg_key_has_range(const struct cfg_key *k);
 bool cfg_key_in_range(const struct cfg_key *k, uint64_t v);
 void cfg_key_range_text(const struct cfg_key *k, char *buf, size_t size);
-void config_keys_print(FILE *out);
+void cfg_key_print(FILE *out);
 
 /* reload.c */
 int reload_start(void);

@@ -319,7 +319,7 @@ static void reload(void)
 	config_install(job->cfg);
 	job->cfg = NULL;
 	if (!dcfs.opt.debug)
-		dcfs_log_set_level(level);
+		log_set_level(level);
 	note_success();
 	log_info("reloaded %s\n", summary);
 	job_free(job);

@@ -109,7 +109,7 @@ static void read_ahead_path(dev_t dev, char *buf, size_t size)
  * The read-ahead of the device (bdi) the file fd is on, in bytes; 0 if
  * unknown (a btrfs bdi, say, has no device number).
  */
-long long file_read_ahead_bytes(int file)
+long long conn_limits_read_ahead(int file)
 {
 	char path[64];
 	unsigned long kb = 0;

@@ -24,7 +24,7 @@ void reqbuf_release(struct reqbuf *rb);
 void conn_limits_prepare(void);
 void conn_limits_init_reply(struct fuse_init_out *out);
 void conn_limits_after_init(void);
-long long file_read_ahead_bytes(int fd);
+long long conn_limits_read_ahead(int fd);
 
 /*
  * wire.c: the /dev/fuse hooks -- request counts, the INIT reply, OPEN and

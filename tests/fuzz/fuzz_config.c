@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 			for (size_t c = 0; c < sizeof(comms) / sizeof(comms[0]); c++) {
 				policy_decide(cfg, paths[p], comms[c],
 					      (int64_t)(p << 20), c & 1, &d);
-				decision_describe(&d, why, sizeof(why));
+				policy_describe(&d, why, sizeof(why));
 			}
 		}
 		config_free(cfg);

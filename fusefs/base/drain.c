@@ -7,16 +7,16 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "ops/ops.h"
+#include "base/base.h"
 
 static _Atomic bool draining;
 
-void shutdown_set_draining(void)
+void drain_begin(void)
 {
 	atomic_store(&draining, true);
 }
 
-bool shutdown_draining(void)
+bool drain_active(void)
 {
 	return atomic_load(&draining);
 }

@@ -14,7 +14,7 @@
 #include <sys/sysmacros.h>
 
 #include "dcfs_policy.h"
-#include "ops/ops.h"
+#include "base/base.h"
 
 static _Atomic uint64_t counters[POLICY__COUNT][ST__COUNT];
 

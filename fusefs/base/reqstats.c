@@ -10,7 +10,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-#include "ops/ops.h"
+#include "base/base.h"
 
 #define NOPCODES REQSTATS_NOPCODES
 

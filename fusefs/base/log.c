@@ -13,7 +13,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "ops/ops.h"
+#include "base/base.h"
 
 static bool log_to_stderr = true;
 static int log_fd = -1; /* DCFS_LOG_FILE, once daemonized */
@@ -65,7 +65,7 @@ static void log_sink(enum fuse_log_level level, const char *fmt, va_list ap)
 	}
 }
 
-void dcfs_log_init(bool foreground, int debug)
+void log_init(bool foreground, int debug)
 {
 	const char *file = getenv("DCFS_LOG_FILE");
 
@@ -78,7 +78,7 @@ void dcfs_log_init(bool foreground, int debug)
 	fuse_set_log_func(log_sink);
 }
 
-void dcfs_log(enum fuse_log_level level, const char *fmt, ...)
+void log_msg(enum fuse_log_level level, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -87,12 +87,12 @@ void dcfs_log(enum fuse_log_level level, const char *fmt, ...)
 	va_end(ap);
 }
 
-bool dcfs_log_enabled(enum fuse_log_level level)
+bool log_enabled(enum fuse_log_level level)
 {
 	return (int)level <= log_max_level;
 }
 
-void dcfs_log_set_level(int level)
+void log_set_level(int level)
 {
 	log_max_level = level;
 }

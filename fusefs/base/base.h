@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * fusefs/ops/ -- Leaves every layer may call: logging, the counters, the
+ * fusefs/base/ -- Leaves every layer may call: logging, the counters, the
  * draining flag. Nothing declared here calls back up.
  */
-#ifndef DCFS_LAYER_OPS_H
-#define DCFS_LAYER_OPS_H
+#ifndef DCFS_LAYER_BASE_H
+#define DCFS_LAYER_BASE_H
 
 #define FUSE_USE_VERSION 312
 
@@ -18,10 +18,10 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#define log_err(...) dcfs_log(FUSE_LOG_ERR, __VA_ARGS__)
-#define log_warn(...) dcfs_log(FUSE_LOG_WARNING, __VA_ARGS__)
-#define log_info(...) dcfs_log(FUSE_LOG_INFO, __VA_ARGS__)
-#define log_debug(...) dcfs_log(FUSE_LOG_DEBUG, __VA_ARGS__)
+#define log_err(...) log_msg(FUSE_LOG_ERR, __VA_ARGS__)
+#define log_warn(...) log_msg(FUSE_LOG_WARNING, __VA_ARGS__)
+#define log_info(...) log_msg(FUSE_LOG_INFO, __VA_ARGS__)
+#define log_debug(...) log_msg(FUSE_LOG_DEBUG, __VA_ARGS__)
 
 enum stat_kind {
 	ST_OPENED,
@@ -59,15 +59,15 @@ enum stat_kind {
 };
 
 /* log.c */
-void dcfs_log_init(bool foreground, int debug);
-void dcfs_log(enum fuse_log_level level, const char *fmt, ...)
+void log_init(bool foreground, int debug);
+void log_msg(enum fuse_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-bool dcfs_log_enabled(enum fuse_log_level level);
-void dcfs_log_set_level(int level);
+bool log_enabled(enum fuse_log_level level);
+void log_set_level(int level);
 
 /* drain.c */
-bool shutdown_draining(void);
-void shutdown_set_draining(void);
+bool drain_active(void);
+void drain_begin(void);
 
 /* stats.c */
 void stats_add(int policy, enum stat_kind k, uint64_t n);
