@@ -15,9 +15,11 @@
 
 #include "base/base.h"
 
-static bool log_to_stderr = true;
-static int log_fd = -1; /* DCFS_LOG_FILE, once daemonized */
-static int log_max_level = FUSE_LOG_INFO;
+static struct {
+	bool log_to_stderr;
+	int log_fd; /* DCFS_LOG_FILE, once daemonized */
+	int log_max_level;
+} logger = { .log_to_stderr = true, .log_fd = -1, .log_max_level = FUSE_LOG_INFO };
 
 /* A line (or the start or rest of one) to stderr or the log file. */
 static void log_text(FILE *to, bool mid_line, const char *text)
@@ -25,14 +27,14 @@ static void log_text(FILE *to, bool mid_line, const char *text)
 	char line[2100];
 	int n;
 
-	if (log_fd < 0) {
+	if (logger.log_fd < 0) {
 		fprintf(to, "%s%s", mid_line ? "" : "dcfs: ", text);
 		return;
 	}
 	/* One write per line: O_APPEND keeps the threads' lines whole. */
 	n = snprintf(line, sizeof(line), "%s%s", mid_line ? "" : "dcfs: ", text);
 	if (n > 0 &&
-	    write(log_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1) < 0)
+	    write(logger.log_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1) < 0)
 		(void)0; /* nowhere left to say so */
 }
 
@@ -52,9 +54,9 @@ static void log_sink(enum fuse_log_level level, const char *fmt, va_list ap)
 	char buf[2048];
 	int n;
 
-	if ((int)level > log_max_level)
+	if ((int)level > logger.log_max_level)
 		return;
-	if (log_to_stderr || log_fd >= 0) {
+	if (logger.log_to_stderr || logger.log_fd >= 0) {
 		n = vsnprintf(buf, sizeof(buf), fmt, ap);
 		if (n < 0)
 			return;
@@ -69,11 +71,12 @@ void log_init(bool foreground, int debug)
 {
 	const char *file = getenv("DCFS_LOG_FILE");
 
-	log_to_stderr = foreground;
-	log_max_level = debug ? FUSE_LOG_DEBUG : FUSE_LOG_INFO;
-	if (!foreground && file && *file && log_fd < 0)
-		log_fd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (!foreground && log_fd < 0)
+	logger.log_to_stderr = foreground;
+	logger.log_max_level = debug ? FUSE_LOG_DEBUG : FUSE_LOG_INFO;
+	if (!foreground && file && *file && logger.log_fd < 0)
+		logger.log_fd =
+			open(file, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (!foreground && logger.log_fd < 0)
 		openlog("dcfs", LOG_PID, LOG_DAEMON);
 	fuse_set_log_func(log_sink);
 }
@@ -89,10 +92,10 @@ void log_msg(enum fuse_log_level level, const char *fmt, ...)
 
 bool log_enabled(enum fuse_log_level level)
 {
-	return (int)level <= log_max_level;
+	return (int)level <= logger.log_max_level;
 }
 
 void log_set_level(int level)
 {
-	log_max_level = level;
+	logger.log_max_level = level;
 }

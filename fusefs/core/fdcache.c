@@ -27,30 +27,33 @@
 
 #define MIN_BUDGET 64
 
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct dcfs_inode *lru_head, *lru_tail; /* head: least recently used */
-static size_t n_cached; /* open fds of inodes with handles */
-static size_t budget = MIN_BUDGET;
-static size_t peak_cached;
-static atomic_ulong n_reopens, n_evictions;
-static atomic_bool emfile_episode;
+/* The cache (under cache_lock, except the counters). */
+static struct {
+	pthread_mutex_t cache_lock;
+	struct dcfs_inode *lru_head, *lru_tail; /* head: least recently used */
+	size_t n_cached; /* open fds of inodes with handles */
+	size_t budget;
+	size_t peak_cached;
+	atomic_ulong n_reopens, n_evictions;
+	atomic_bool emfile_episode;
+} cache = { .cache_lock = PTHREAD_MUTEX_INITIALIZER, .budget = MIN_BUDGET };
 
 void fdcache_init(void)
 {
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-		budget = rl.rlim_cur / 2;
+		cache.budget = rl.rlim_cur / 2;
 	else
-		budget = 1 << 20;
-	if (budget < MIN_BUDGET)
-		budget = MIN_BUDGET;
+		cache.budget = 1 << 20;
+	if (cache.budget < MIN_BUDGET)
+		cache.budget = MIN_BUDGET;
 	handle_set_make_room(fdcache_retry);
 }
 
 size_t fdcache_budget(void)
 {
-	return budget;
+	return cache.budget;
 }
 
 static void lru_remove(struct dcfs_inode *inode)
@@ -60,38 +63,38 @@ static void lru_remove(struct dcfs_inode *inode)
 	if (inode->lru_prev)
 		inode->lru_prev->lru_next = inode->lru_next;
 	else
-		lru_head = inode->lru_next;
+		cache.lru_head = inode->lru_next;
 	if (inode->lru_next)
 		inode->lru_next->lru_prev = inode->lru_prev;
 	else
-		lru_tail = inode->lru_prev;
+		cache.lru_tail = inode->lru_prev;
 	inode->lru_prev = inode->lru_next = NULL;
 	inode->on_lru = false;
 }
 
 static void lru_append(struct dcfs_inode *inode)
 {
-	inode->lru_prev = lru_tail;
+	inode->lru_prev = cache.lru_tail;
 	inode->lru_next = NULL;
-	if (lru_tail)
-		lru_tail->lru_next = inode;
+	if (cache.lru_tail)
+		cache.lru_tail->lru_next = inode;
 	else
-		lru_head = inode;
-	lru_tail = inode;
+		cache.lru_head = inode;
+	cache.lru_tail = inode;
 	inode->on_lru = true;
 }
 
 /* Closes least recently used fds until at most limit are cached. */
 static void evict_to(size_t limit)
 {
-	while (n_cached > limit && lru_head) {
-		struct dcfs_inode *victim = lru_head;
+	while (cache.n_cached > limit && cache.lru_head) {
+		struct dcfs_inode *victim = cache.lru_head;
 
 		lru_remove(victim);
 		close(victim->fd);
 		victim->fd = -1;
-		n_cached--;
-		atomic_fetch_add(&n_evictions, 1);
+		cache.n_cached--;
+		atomic_fetch_add(&cache.n_evictions, 1);
 	}
 }
 
@@ -100,14 +103,14 @@ void fdcache_add(struct dcfs_inode *inode)
 {
 	if (!inode->handle)
 		return;
-	pthread_mutex_lock(&cache_lock);
-	n_cached++;
-	if (n_cached > peak_cached)
-		peak_cached = n_cached;
+	pthread_mutex_lock(&cache.cache_lock);
+	cache.n_cached++;
+	if (cache.n_cached > cache.peak_cached)
+		cache.peak_cached = cache.n_cached;
 	if (inode->pins == 0)
 		lru_append(inode);
-	evict_to(budget);
-	pthread_mutex_unlock(&cache_lock);
+	evict_to(cache.budget);
+	pthread_mutex_unlock(&cache.cache_lock);
 }
 
 /*
@@ -118,12 +121,12 @@ bool fdcache_adopt(struct dcfs_inode *inode, int fd)
 {
 	bool taken = false;
 
-	pthread_mutex_lock(&cache_lock);
+	pthread_mutex_lock(&cache.cache_lock);
 	if (inode->fd < 0) {
 		inode->fd = fd;
 		taken = true;
 	}
-	pthread_mutex_unlock(&cache_lock);
+	pthread_mutex_unlock(&cache.cache_lock);
 	if (taken)
 		fdcache_add(inode);
 	return taken;
@@ -134,13 +137,13 @@ int fdcache_remove(struct dcfs_inode *inode)
 {
 	int fd;
 
-	pthread_mutex_lock(&cache_lock);
+	pthread_mutex_lock(&cache.cache_lock);
 	lru_remove(inode);
 	fd = inode->fd;
 	if (fd >= 0 && inode->handle)
-		n_cached--;
+		cache.n_cached--;
 	inode->fd = -1;
-	pthread_mutex_unlock(&cache_lock);
+	pthread_mutex_unlock(&cache.cache_lock);
 	return fd;
 }
 
@@ -150,16 +153,16 @@ int fdcache_pin(struct dcfs_inode *inode)
 
 	if (inode == &dcfs.root)
 		return inode->fd;
-	pthread_mutex_lock(&cache_lock);
+	pthread_mutex_lock(&cache.cache_lock);
 	inode->pins++;
 	lru_remove(inode);
 	fd = inode->fd;
-	pthread_mutex_unlock(&cache_lock);
+	pthread_mutex_unlock(&cache.cache_lock);
 	if (fd >= 0)
 		return fd;
 	/* Reopened outside the lock; a concurrent pin may do the same. */
 	fd = handle_reopen(inode);
-	pthread_mutex_lock(&cache_lock);
+	pthread_mutex_lock(&cache.cache_lock);
 	if (fd < 0) {
 		inode->pins--;
 	} else if (inode->fd >= 0) {
@@ -167,13 +170,13 @@ int fdcache_pin(struct dcfs_inode *inode)
 		fd = inode->fd;
 	} else {
 		inode->fd = fd;
-		n_cached++;
-		if (n_cached > peak_cached)
-			peak_cached = n_cached;
-		atomic_fetch_add(&n_reopens, 1);
-		evict_to(budget);
+		cache.n_cached++;
+		if (cache.n_cached > cache.peak_cached)
+			cache.peak_cached = cache.n_cached;
+		atomic_fetch_add(&cache.n_reopens, 1);
+		evict_to(cache.budget);
 	}
-	pthread_mutex_unlock(&cache_lock);
+	pthread_mutex_unlock(&cache.cache_lock);
 	return fd;
 }
 
@@ -181,12 +184,12 @@ void fdcache_unpin(struct dcfs_inode *inode)
 {
 	if (inode == &dcfs.root)
 		return;
-	pthread_mutex_lock(&cache_lock);
+	pthread_mutex_lock(&cache.cache_lock);
 	if (--inode->pins == 0 && inode->fd >= 0 && inode->handle) {
 		lru_append(inode);
-		evict_to(budget);
+		evict_to(cache.budget);
 	}
-	pthread_mutex_unlock(&cache_lock);
+	pthread_mutex_unlock(&cache.cache_lock);
 }
 
 /*
@@ -199,32 +202,32 @@ bool fdcache_retry(int err)
 
 	if (err != EMFILE && err != ENFILE)
 		return false;
-	pthread_mutex_lock(&cache_lock);
-	before = n_cached;
-	evict_to(budget / 4);
-	pthread_mutex_unlock(&cache_lock);
-	return n_cached < before;
+	pthread_mutex_lock(&cache.cache_lock);
+	before = cache.n_cached;
+	evict_to(cache.budget / 4);
+	pthread_mutex_unlock(&cache.cache_lock);
+	return cache.n_cached < before;
 }
 
 /* An EMFILE that still reaches a caller: logged once per episode. */
 void fdcache_report(int err, const char *what)
 {
 	if (err != EMFILE && err != ENFILE) {
-		atomic_store(&emfile_episode, false);
+		atomic_store(&cache.emfile_episode, false);
 		return;
 	}
-	if (!atomic_exchange(&emfile_episode, true))
+	if (!atomic_exchange(&cache.emfile_episode, true))
 		log_err("%s: out of file descriptors (%s): %zu cached O_PATH fds (budget %zu), the rest held by open files, directories and inodes without file handles; raise RLIMIT_NOFILE\n",
-			what, strerror(err), n_cached, budget);
+			what, strerror(err), cache.n_cached, cache.budget);
 }
 
 void fdcache_stats(struct fdcache_stats *s)
 {
-	pthread_mutex_lock(&cache_lock);
-	s->cached = n_cached;
-	s->peak = peak_cached;
-	s->budget = budget;
-	pthread_mutex_unlock(&cache_lock);
-	s->reopens = atomic_load(&n_reopens);
-	s->evictions = atomic_load(&n_evictions);
+	pthread_mutex_lock(&cache.cache_lock);
+	s->cached = cache.n_cached;
+	s->peak = cache.peak_cached;
+	s->budget = cache.budget;
+	pthread_mutex_unlock(&cache.cache_lock);
+	s->reopens = atomic_load(&cache.n_reopens);
+	s->evictions = atomic_load(&cache.n_evictions);
 }

@@ -46,21 +46,22 @@ struct backing_fs {
 	enum fs_mode mode;
 };
 
-static struct backing_fs filesystems[MAX_FILESYSTEMS];
-static size_t n_filesystems;
-
 /*
- * What to do when reopening by handle fails for want of fds: the fd cache
- * (fdcache.c, above this file: it reopens through here) registers how to
- * make room at start-up.
+ * The backing filesystems seen, and what to do when reopening by handle
+ * fails for want of fds: the fd cache (fdcache.c, above this file: it
+ * reopens through here) registers how to make room at start-up.
  */
-static bool (*make_room)(int err);
+static struct {
+	pthread_mutex_t fs_lock;
+	struct backing_fs filesystems[MAX_FILESYSTEMS];
+	size_t n_filesystems;
+	bool (*make_room)(int err);
+} backing = { .fs_lock = PTHREAD_MUTEX_INITIALIZER };
 
 void handle_set_make_room(bool (*fn)(int err))
 {
-	make_room = fn;
+	backing.make_room = fn;
 }
-static pthread_mutex_t fs_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /*
  * Runs fn with filesystem uid 0: a handler running as the caller has no
@@ -178,9 +179,9 @@ static enum fs_mode probe_fs(int fd, const struct stat *st, int *mount_fd)
 
 static struct backing_fs *fs_of(dev_t dev)
 {
-	for (size_t i = 0; i < n_filesystems; i++)
-		if (filesystems[i].dev == dev)
-			return &filesystems[i];
+	for (size_t i = 0; i < backing.n_filesystems; i++)
+		if (backing.filesystems[i].dev == dev)
+			return &backing.filesystems[i];
 	return NULL;
 }
 
@@ -194,26 +195,26 @@ static struct backing_fs *fs_get(int fd, const struct stat *st)
 	int mount_fd;
 	enum fs_mode mode;
 
-	pthread_mutex_lock(&fs_lock);
+	pthread_mutex_lock(&backing.fs_lock);
 	fs = fs_of(st->st_dev);
-	pthread_mutex_unlock(&fs_lock);
+	pthread_mutex_unlock(&backing.fs_lock);
 	if (fs)
 		return fs;
 	/* Only a directory can serve as the mount fd: wait for one. */
 	if (!S_ISDIR(st->st_mode))
 		return NULL;
 	mode = probe_fs(fd, st, &mount_fd);
-	pthread_mutex_lock(&fs_lock);
+	pthread_mutex_lock(&backing.fs_lock);
 	fs = fs_of(st->st_dev);
-	if (!fs && n_filesystems < MAX_FILESYSTEMS) {
-		fs = &filesystems[n_filesystems];
+	if (!fs && backing.n_filesystems < MAX_FILESYSTEMS) {
+		fs = &backing.filesystems[backing.n_filesystems];
 		fs->dev = st->st_dev;
 		fs->mount_fd = mount_fd;
 		fs->mode = mode;
-		n_filesystems++;
+		backing.n_filesystems++;
 		mount_fd = -1;
 	}
-	pthread_mutex_unlock(&fs_lock);
+	pthread_mutex_unlock(&backing.fs_lock);
 	if (mount_fd >= 0)
 		close(mount_fd);
 	return fs;
@@ -332,13 +333,13 @@ int handle_reopen(const struct dcfs_inode *inode)
 	struct stat st;
 	int fd;
 
-	pthread_mutex_lock(&fs_lock);
+	pthread_mutex_lock(&backing.fs_lock);
 	fs = fs_of(inode->dev);
-	pthread_mutex_unlock(&fs_lock);
+	pthread_mutex_unlock(&backing.fs_lock);
 	if (!fs || fs->mount_fd < 0 || !inode->handle)
 		return -ESTALE;
 	fd = open_handle(fs->mount_fd, inode->handle);
-	if (fd < 0 && make_room && make_room(-fd))
+	if (fd < 0 && backing.make_room && backing.make_room(-fd))
 		fd = open_handle(fs->mount_fd, inode->handle);
 	if (fd < 0)
 		return fd == -ENOENT ? -ESTALE : fd;
@@ -353,8 +354,8 @@ int handle_reopen(const struct dcfs_inode *inode)
 
 void handle_destroy_all(void)
 {
-	for (size_t i = 0; i < n_filesystems; i++)
-		if (filesystems[i].mount_fd >= 0)
-			close(filesystems[i].mount_fd);
-	n_filesystems = 0;
+	for (size_t i = 0; i < backing.n_filesystems; i++)
+		if (backing.filesystems[i].mount_fd >= 0)
+			close(backing.filesystems[i].mount_fd);
+	backing.n_filesystems = 0;
 }

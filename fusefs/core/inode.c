@@ -30,19 +30,18 @@
  */
 #define MAX_GHOSTS 65536
 
-/* Inodes taken out of the table while the kernel still holds them. */
-static struct dcfs_inode *detached;
-static struct dcfs_inode *ghost_head, *ghost_tail;
-static size_t n_ghosts;
-
-/* Mount id of the backing root, -1 without handles there (lookup_held()). */
-static int root_mnt_id = -1;
-
-/* The mount came up (init): only then are the ids worth saving. */
-static bool served;
-
-/* What a node id dcfs does not hold maps to: pinning it fails (ESTALE). */
-static struct dcfs_inode dead_inode = { .fd = -1 };
+static struct {
+	/* Inodes taken out of the table while the kernel still holds them. */
+	struct dcfs_inode *detached;
+	struct dcfs_inode *ghost_head, *ghost_tail;
+	size_t n_ghosts;
+	/* Mount id of the backing root, -1 without handles there (lookup_held()). */
+	int root_mnt_id;
+	/* The mount came up (init): only then are the ids worth saving. */
+	bool served;
+	/* What a node id dcfs does not hold maps to: pinning it fails (ESTALE). */
+	struct dcfs_inode dead_inode;
+} table = { .root_mnt_id = -1, .dead_inode = { .fd = -1 } };
 
 static size_t bucket_of(dev_t dev, ino_t ino, size_t nbuckets)
 {
@@ -120,7 +119,7 @@ static bool table_remove(struct dcfs_inode *inode)
 		dcfs.ninodes--;
 		return true;
 	}
-	chain_remove(&detached, inode);
+	chain_remove(&table.detached, inode);
 	return false;
 }
 
@@ -129,27 +128,27 @@ static void ghost_unlink(struct dcfs_inode *inode)
 	if (inode->gprev)
 		inode->gprev->gnext = inode->gnext;
 	else
-		ghost_head = inode->gnext;
+		table.ghost_head = inode->gnext;
 	if (inode->gnext)
 		inode->gnext->gprev = inode->gprev;
 	else
-		ghost_tail = inode->gprev;
+		table.ghost_tail = inode->gprev;
 	inode->gprev = inode->gnext = NULL;
 	inode->ghost = false;
-	n_ghosts--;
+	table.n_ghosts--;
 }
 
 static void ghost_append(struct dcfs_inode *inode)
 {
 	inode->ghost = true;
-	inode->gprev = ghost_tail;
+	inode->gprev = table.ghost_tail;
 	inode->gnext = NULL;
-	if (ghost_tail)
-		ghost_tail->gnext = inode;
+	if (table.ghost_tail)
+		table.ghost_tail->gnext = inode;
 	else
-		ghost_head = inode;
-	ghost_tail = inode;
-	n_ghosts++;
+		table.ghost_head = inode;
+	table.ghost_tail = inode;
+	table.n_ghosts++;
 }
 
 struct dcfs_inode *inode_of(fuse_ino_t ino)
@@ -161,7 +160,7 @@ struct dcfs_inode *inode_of(fuse_ino_t ino)
 	pthread_mutex_lock(&dcfs.table_lock);
 	inode = nodeid_find(ino);
 	if (!inode || inode->ghost)
-		inode = &dead_inode;
+		inode = &table.dead_inode;
 	pthread_mutex_unlock(&dcfs.table_lock);
 	return inode;
 }
@@ -223,8 +222,8 @@ void inode_table_probe(void)
 	if (fstat(dcfs.root.fd, &st) == 0)
 		free(handle_for(dcfs.root.fd, &st));
 	if (name_to_handle_at(dcfs.root.fd, "", &h.fh, &id, AT_EMPTY_PATH) == 0)
-		root_mnt_id = id;
-	served = true;
+		table.root_mnt_id = id;
+	table.served = true;
 	idstate_load(inode_add_saved);
 }
 
@@ -244,14 +243,14 @@ static void inode_table_save(void)
 	struct idstate_writer *w;
 	size_t live = 0, ghosts = 0, skip, n = 0;
 
-	if (!served || !(w = idstate_begin()))
+	if (!table.served || !(w = idstate_begin()))
 		return;
 	for (size_t i = 0; i < dcfs.nbuckets; i++)
 		for (struct dcfs_inode *p = dcfs.buckets[i]; p; p = p->hnext)
 			if (saveable(p))
 				*(p->ghost ? &ghosts : &live) += 1;
 	skip = live >= MAX_GHOSTS ? ghosts : ghosts - (MAX_GHOSTS - live < ghosts ? MAX_GHOSTS - live : ghosts);
-	for (struct dcfs_inode *g = ghost_head; g; g = g->gnext) {
+	for (struct dcfs_inode *g = table.ghost_head; g; g = g->gnext) {
 		if (!saveable(g))
 			continue;
 		if (skip) {
@@ -328,14 +327,14 @@ void inode_table_destroy(void)
 	}
 	free(dcfs.buckets);
 	dcfs.buckets = NULL;
-	while (detached) {
-		struct dcfs_inode *next = detached->hnext;
+	while (table.detached) {
+		struct dcfs_inode *next = table.detached->hnext;
 
-		inode_free(detached);
-		detached = next;
+		inode_free(table.detached);
+		table.detached = next;
 	}
-	ghost_head = ghost_tail = NULL;
-	n_ghosts = 0;
+	table.ghost_head = table.ghost_tail = NULL;
+	table.n_ghosts = 0;
 	nodeid_destroy();
 	handle_destroy_all();
 	if (dcfs.root.fd >= 0)
@@ -409,8 +408,8 @@ static struct dcfs_inode *inode_get(int fd, const struct stat *st,
 			free(inode->handle);
 			free(inode);
 		} else {
-			inode->hnext = detached;
-			detached = inode;
+			inode->hnext = table.detached;
+			table.detached = inode;
 		}
 		inode = NULL;
 	}
@@ -570,11 +569,11 @@ static int lookup_held(int pfd, const char *name, struct fuse_entry_param *e,
 
 	nid->valid = false;
 	nid->h.fh.handle_bytes = MAX_HANDLE_SZ;
-	if (root_mnt_id < 0 || is_dot_or_dotdot(name))
+	if (table.root_mnt_id < 0 || is_dot_or_dotdot(name))
 		return 1;
 	if (name_to_handle_at(pfd, name, &nid->h.fh, &id, 0) < 0)
 		return errno == ENOENT ? -ENOENT : 1;
-	if (id != root_mnt_id)
+	if (id != table.root_mnt_id)
 		return 1;
 	memset(e, 0, sizeof(*e));
 	if (fstatat(pfd, name, &e->attr, AT_SYMLINK_NOFOLLOW) < 0)
@@ -656,8 +655,8 @@ static struct dcfs_inode *ghosts_trim(void)
 {
 	struct dcfs_inode *freed = NULL;
 
-	while (n_ghosts > MAX_GHOSTS) {
-		struct dcfs_inode *g = ghost_head;
+	while (table.n_ghosts > MAX_GHOSTS) {
+		struct dcfs_inode *g = table.ghost_head;
 
 		ghost_unlink(g);
 		table_remove(g);
@@ -673,7 +672,7 @@ void inode_forget(struct dcfs_inode *inode, uint64_t n)
 	struct dcfs_inode *dead = NULL;
 	int fd = -1;
 
-	if (inode == &dcfs.root || inode == &dead_inode)
+	if (inode == &dcfs.root || inode == &table.dead_inode)
 		return;
 	pthread_mutex_lock(&dcfs.table_lock);
 	if (n > inode->nlookup) {

@@ -44,15 +44,17 @@
 /* Filesystems given an index; more are possible but get counter ids. */
 #define MAX_INDEXED 1024
 
-static struct dcfs_inode **buckets;
-static size_t nbuckets, count;
-static uint64_t next_counter = COUNTER_BIT | 1;
-
+/* The id table (under the inode table lock, as every function here). */
 static struct {
-	dev_t dev;
-	uint32_t index;
-} indexed[MAX_INDEXED];
-static size_t n_indexed;
+	struct dcfs_inode **buckets;
+	size_t nbuckets, count;
+	uint64_t next_counter;
+	struct {
+		dev_t dev;
+		uint32_t index;
+	} indexed[MAX_INDEXED];
+	size_t n_indexed;
+} ids = { .next_counter = COUNTER_BIT | 1 };
 
 static size_t bucket_of(uint64_t id, size_t n)
 {
@@ -63,23 +65,23 @@ static size_t bucket_of(uint64_t id, size_t n)
 
 int nodeid_init(void)
 {
-	nbuckets = MIN_BUCKETS;
-	buckets = calloc(nbuckets, sizeof(*buckets));
-	return buckets ? 0 : -ENOMEM;
+	ids.nbuckets = MIN_BUCKETS;
+	ids.buckets = calloc(ids.nbuckets, sizeof(*ids.buckets));
+	return ids.buckets ? 0 : -ENOMEM;
 }
 
 void nodeid_destroy(void)
 {
-	free(buckets);
-	buckets = NULL;
-	nbuckets = count = 0;
-	n_indexed = 0;
+	free(ids.buckets);
+	ids.buckets = NULL;
+	ids.nbuckets = ids.count = 0;
+	ids.n_indexed = 0;
 }
 
 static bool index_taken(uint32_t index)
 {
-	for (size_t i = 0; i < n_indexed; i++)
-		if (indexed[i].index == index)
+	for (size_t i = 0; i < ids.n_indexed; i++)
+		if (ids.indexed[i].index == index)
 			return true;
 	return false;
 }
@@ -92,18 +94,18 @@ static int64_t fs_index(dev_t dev)
 
 	if (dev == dcfs.root.dev)
 		return 0;
-	for (size_t i = 0; i < n_indexed; i++)
-		if (indexed[i].dev == dev)
-			return indexed[i].index;
-	if (n_indexed == MAX_INDEXED)
+	for (size_t i = 0; i < ids.n_indexed; i++)
+		if (ids.indexed[i].dev == dev)
+			return ids.indexed[i].index;
+	if (ids.n_indexed == MAX_INDEXED)
 		return -1;
 	h = ((uint64_t)dev + 1) * 0x9e3779b97f4a7c15ULL;
 	index = 1 + (uint32_t)((h >> 32) % (FS_INDEXES - 1));
 	while (index_taken(index))
 		index = index % (FS_INDEXES - 1) + 1;
-	indexed[n_indexed].dev = dev;
-	indexed[n_indexed].index = index;
-	n_indexed++;
+	ids.indexed[ids.n_indexed].dev = dev;
+	ids.indexed[ids.n_indexed].index = index;
+	ids.n_indexed++;
 	return index;
 }
 
@@ -123,14 +125,14 @@ uint64_t nodeid_derived(dev_t dev, ino_t ino)
 
 static void grow(void)
 {
-	size_t n = nbuckets * 2;
+	size_t n = ids.nbuckets * 2;
 	struct dcfs_inode **nb = calloc(n, sizeof(*nb));
 
 	/* Out of memory only costs longer chains. */
 	if (!nb)
 		return;
-	for (size_t i = 0; i < nbuckets; i++) {
-		struct dcfs_inode *p = buckets[i], *next;
+	for (size_t i = 0; i < ids.nbuckets; i++) {
+		struct dcfs_inode *p = ids.buckets[i], *next;
 
 		for (; p; p = next) {
 			size_t b = bucket_of(p->nodeid, n);
@@ -140,9 +142,9 @@ static void grow(void)
 			nb[b] = p;
 		}
 	}
-	free(buckets);
-	buckets = nb;
-	nbuckets = n;
+	free(ids.buckets);
+	ids.buckets = nb;
+	ids.nbuckets = n;
 }
 
 /* Adds inode under the id it has already (a ghost saved by a previous run). */
@@ -150,12 +152,12 @@ void nodeid_insert(struct dcfs_inode *inode)
 {
 	size_t b;
 
-	if (count >= nbuckets)
+	if (ids.count >= ids.nbuckets)
 		grow();
-	b = bucket_of(inode->nodeid, nbuckets);
-	inode->idnext = buckets[b];
-	buckets[b] = inode;
-	count++;
+	b = bucket_of(inode->nodeid, ids.nbuckets);
+	inode->idnext = ids.buckets[b];
+	ids.buckets[b] = inode;
+	ids.count++;
 }
 
 void nodeid_assign(struct dcfs_inode *inode)
@@ -164,19 +166,19 @@ void nodeid_assign(struct dcfs_inode *inode)
 
 	/* Taken: by an old object of a reused inode number the kernel holds. */
 	if (!id || nodeid_find(id))
-		id = next_counter++;
+		id = ids.next_counter++;
 	inode->nodeid = id;
 	nodeid_insert(inode);
 }
 
 void nodeid_remove(struct dcfs_inode *inode)
 {
-	struct dcfs_inode **pp = &buckets[bucket_of(inode->nodeid, nbuckets)];
+	struct dcfs_inode **pp = &ids.buckets[bucket_of(inode->nodeid, ids.nbuckets)];
 
 	for (; *pp; pp = &(*pp)->idnext) {
 		if (*pp == inode) {
 			*pp = inode->idnext;
-			count--;
+			ids.count--;
 			return;
 		}
 	}
@@ -186,9 +188,9 @@ struct dcfs_inode *nodeid_find(uint64_t id)
 {
 	struct dcfs_inode *p;
 
-	if (!buckets)
+	if (!ids.buckets)
 		return NULL;
-	for (p = buckets[bucket_of(id, nbuckets)]; p; p = p->idnext)
+	for (p = ids.buckets[bucket_of(id, ids.nbuckets)]; p; p = p->idnext)
 		if (p->nodeid == id)
 			return p;
 	return NULL;

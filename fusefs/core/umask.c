@@ -34,18 +34,21 @@
 
 enum fs_state { FS_SHARED, FS_PRIVATE, FS_FAILED };
 
-static __thread enum fs_state fs_state;
-static __thread int cur_mask = -1; /* what umask() was set to, -1: unknown */
-static atomic_bool warned;
+/* Each worker thread's own: its fs_struct, and the umask in force there. */
+static __thread struct {
+	enum fs_state fs_state;
+	int cur_mask; /* what umask() was set to, -1: unknown */
+} self = { .cur_mask = -1 };
+static atomic_bool warned; /* the one process-wide flag */
 
 static bool own_fs_struct(void)
 {
-	if (fs_state == FS_SHARED) {
-		fs_state = unshare(CLONE_FS) == 0 ? FS_PRIVATE : FS_FAILED;
-		if (fs_state == FS_FAILED && !atomic_exchange(&warned, true))
+	if (self.fs_state == FS_SHARED) {
+		self.fs_state = unshare(CLONE_FS) == 0 ? FS_PRIVATE : FS_FAILED;
+		if (self.fs_state == FS_FAILED && !atomic_exchange(&warned, true))
 			log_warn("unshare(CLONE_FS): %m: the umask is applied even where a default ACL says otherwise\n");
 	}
-	return fs_state == FS_PRIVATE;
+	return self.fs_state == FS_PRIVATE;
 }
 
 mode_t umask_enter(fuse_req_t req, mode_t mode, struct umask_scope *s)
@@ -55,9 +58,9 @@ mode_t umask_enter(fuse_req_t req, mode_t mode, struct umask_scope *s)
 	s->active = own_fs_struct();
 	if (!s->active)
 		return mode & ~mask;
-	if (cur_mask != (int)mask) {
+	if (self.cur_mask != (int)mask) {
 		umask(mask);
-		cur_mask = (int)mask;
+		self.cur_mask = (int)mask;
 	}
 	return mode;
 }

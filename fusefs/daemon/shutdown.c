@@ -45,12 +45,14 @@
 
 #include "daemon/daemon.h"
 
-static int wake[2] = { -1, -1 }; /* handler -> stop thread */
-static pthread_t stop_thread, main_thread;
-static bool started;
-static _Atomic bool quitting;
-static _Atomic bool forced; /* the connection was aborted (bound_stop) */
-static struct sigaction old_term, old_int;
+static struct {
+	int wake[2]; /* handler -> stop thread */
+	pthread_t stop_thread, main_thread;
+	bool started;
+	_Atomic bool quitting;
+	_Atomic bool forced; /* the connection was aborted (bound_stop) */
+	struct sigaction old_term, old_int;
+} stop = { .wake = { -1, -1 } };
 
 static void on_stop_signal(int sig)
 {
@@ -58,7 +60,7 @@ static void on_stop_signal(int sig)
 	char c = (char)sig;
 
 	/* A full pipe means the thread has bytes to read anyway. */
-	if (write(wake[1], &c, 1) < 0)
+	if (write(stop.wake[1], &c, 1) < 0)
 		(void)0;
 	errno = saved;
 }
@@ -74,10 +76,10 @@ static double now_s(void)
 /* Waits up to ms for a byte; returns the signal number, 0 on timeout. */
 static int wait_signal(int ms)
 {
-	struct pollfd pfd = { .fd = wake[0], .events = POLLIN };
+	struct pollfd pfd = { .fd = stop.wake[0], .events = POLLIN };
 	char c;
 
-	if (poll(&pfd, 1, ms) <= 0 || read(wake[0], &c, 1) != 1)
+	if (poll(&pfd, 1, ms) <= 0 || read(stop.wake[0], &c, 1) != 1)
 		return 0;
 	return (unsigned char)c;
 }
@@ -113,7 +115,7 @@ static void drain(int sig)
 			return;
 		}
 		sig = wait_signal(left < 0.1 ? (int)(left * 1000) + 1 : 100);
-		if (atomic_load(&quitting))
+		if (atomic_load(&stop.quitting))
 			return;
 		n = io_open_count();
 		if (sig) {
@@ -134,9 +136,9 @@ static bool quit_by(double t)
 {
 	double left;
 
-	while (!atomic_load(&quitting) && (left = t - now_s()) > 0)
+	while (!atomic_load(&stop.quitting) && (left = t - now_s()) > 0)
 		wait_signal(left < 0.1 ? (int)(left * 1000) + 1 : 100);
-	return atomic_load(&quitting);
+	return atomic_load(&stop.quitting);
 }
 
 static double later(double a, double b)
@@ -152,7 +154,7 @@ static void bound_stop(double start, int sig)
 
 	if (quit_by(abort_at))
 		return;
-	atomic_store(&forced, true);
+	atomic_store(&stop.forced, true);
 	log_warn("%s: the session has not ended after %.1f s (a request is blocked in the kernel): ending the connection and unmounting %s\n",
 		 sig_name(sig), now_s() - start, dcfs.opt.mountpoint);
 	guard_end_self(dcfs.opt.mountpoint);
@@ -171,22 +173,22 @@ static void *stop_main(void *arg)
 	(void)arg;
 	do
 		sig = wait_signal(-1);
-	while (!sig && !atomic_load(&quitting));
-	if (atomic_load(&quitting))
+	while (!sig && !atomic_load(&stop.quitting));
+	if (atomic_load(&stop.quitting))
 		return NULL;
 	start = now_s();
 	drain(sig);
-	if (atomic_load(&quitting))
+	if (atomic_load(&stop.quitting))
 		return NULL;
 	fuse_session_exit(dcfs.se);
-	pthread_kill(main_thread, SIGTERM);
+	pthread_kill(stop.main_thread, SIGTERM);
 	bound_stop(start, sig);
 	return NULL;
 }
 
 bool shutdown_forced(void)
 {
-	return atomic_load(&forced);
+	return atomic_load(&stop.forced);
 }
 
 /*
@@ -200,40 +202,40 @@ int shutdown_start(void)
 	sigset_t block, old;
 	int err;
 
-	if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) < 0)
+	if (pipe2(stop.wake, O_CLOEXEC | O_NONBLOCK) < 0)
 		return -errno;
-	main_thread = pthread_self();
+	stop.main_thread = pthread_self();
 	/* The stop thread must never take the signals itself. */
 	sigemptyset(&block);
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
-	err = pthread_create(&stop_thread, NULL, stop_main, NULL);
+	err = pthread_create(&stop.stop_thread, NULL, stop_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err) {
-		close(wake[0]);
-		close(wake[1]);
+		close(stop.wake[0]);
+		close(stop.wake[1]);
 		return -err;
 	}
-	started = true;
+	stop.started = true;
 	sigemptyset(&sa.sa_mask);
 	sa.sa_flags = 0; /* no SA_RESTART: the loop's wait must return */
-	sigaction(SIGTERM, &sa, &old_term);
-	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &stop.old_term);
+	sigaction(SIGINT, &sa, &stop.old_int);
 	return 0;
 }
 
 void shutdown_stop(void)
 {
-	if (!started)
+	if (!stop.started)
 		return;
-	sigaction(SIGTERM, &old_term, NULL);
-	sigaction(SIGINT, &old_int, NULL);
-	atomic_store(&quitting, true);
-	if (write(wake[1], "q", 1) < 0)
+	sigaction(SIGTERM, &stop.old_term, NULL);
+	sigaction(SIGINT, &stop.old_int, NULL);
+	atomic_store(&stop.quitting, true);
+	if (write(stop.wake[1], "q", 1) < 0)
 		(void)0; /* full: the thread wakes anyway */
-	pthread_join(stop_thread, NULL);
-	close(wake[0]);
-	close(wake[1]);
-	started = false;
+	pthread_join(stop.stop_thread, NULL);
+	close(stop.wake[0]);
+	close(stop.wake[1]);
+	stop.started = false;
 }

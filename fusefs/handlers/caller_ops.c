@@ -21,33 +21,34 @@
 
 #include "handlers/handlers.h"
 
-static struct fuse_lowlevel_ops real;
+static struct {
+	struct fuse_lowlevel_ops real; /* the handlers, unwrapped */
+	/*
+	 * A mode change keeps the daemon's rights when the kernel checks
+	 * permissions: the kernel itself asks for one to clear set-id bits
+	 * after a write or truncate by a user who does not own the file,
+	 * which the caller's own rights could not do.  The kernel has checked
+	 * that a chmod(2) came from the owner.
+	 */
+	bool as_caller_all;
+} caller;
 
 /* One wrapper per op of DCFS_FUSE_OPS (handlers.h); its row says which. */
 #define AS_CALLER(op, who, ro, params, args)                       \
 	static void __attribute__((unused)) caller_##op params     \
 	{                                                          \
 		int how = creds_enter(req);                        \
-		real.op args;                                      \
+		caller.real.op args;                                      \
 		creds_leave(how);                                  \
 	}
 DCFS_FUSE_OPS(AS_CALLER)
 #undef AS_CALLER
 
-/*
- * A mode change keeps the daemon's rights when the kernel checks
- * permissions: the kernel itself asks for one to clear set-id bits after a
- * write or truncate by a user who does not own the file, which the caller's
- * own rights could not do.  The kernel has checked that a chmod(2) came
- * from the owner.
- */
-static bool as_caller_all;
-
 static void caller_setattr_checked(fuse_req_t req, fuse_ino_t i, struct stat *a,
 				   int v, struct fuse_file_info *fi)
 {
-	if (!as_caller_all && (v & FUSE_SET_ATTR_MODE))
-		real.setattr(req, i, a, v, fi);
+	if (!caller.as_caller_all && (v & FUSE_SET_ATTR_MODE))
+		caller.real.setattr(req, i, a, v, fi);
 	else
 		caller_setattr(req, i, a, v, fi);
 }
@@ -60,8 +61,8 @@ static bool runs_as_caller(enum op_who who, bool all)
 /* all: -o nodefault_permissions, the kernel checks nothing. */
 void caller_ops_wrap(struct fuse_lowlevel_ops *ops, bool all)
 {
-	real = *ops;
-	as_caller_all = all;
+	caller.real = *ops;
+	caller.as_caller_all = all;
 #define WRAP(op, who, ro, params, args)             \
 	if (ops->op && runs_as_caller(who, all))    \
 		ops->op = caller_##op;

@@ -22,37 +22,40 @@ struct dcfs_dir {
 	struct dcfs_dir *prev, *next; /* open handles, for teardown */
 };
 
-static struct dcfs_dir *open_dirs;
-static pthread_mutex_t dirs_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Open directories, so that those the kernel never releases are freed at teardown. */
+static struct {
+	pthread_mutex_t lock;
+	struct dcfs_dir *open_dirs;
+} dirs = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void dir_link(struct dcfs_dir *d)
 {
-	pthread_mutex_lock(&dirs_lock);
-	d->next = open_dirs;
-	if (open_dirs)
-		open_dirs->prev = d;
-	open_dirs = d;
-	pthread_mutex_unlock(&dirs_lock);
+	pthread_mutex_lock(&dirs.lock);
+	d->next = dirs.open_dirs;
+	if (dirs.open_dirs)
+		dirs.open_dirs->prev = d;
+	dirs.open_dirs = d;
+	pthread_mutex_unlock(&dirs.lock);
 }
 
 static void dir_free(struct dcfs_dir *d)
 {
-	pthread_mutex_lock(&dirs_lock);
+	pthread_mutex_lock(&dirs.lock);
 	if (d->prev)
 		d->prev->next = d->next;
 	else
-		open_dirs = d->next;
+		dirs.open_dirs = d->next;
 	if (d->next)
 		d->next->prev = d->prev;
-	pthread_mutex_unlock(&dirs_lock);
+	pthread_mutex_unlock(&dirs.lock);
 	closedir(d->dp);
 	free(d);
 }
 
 void fuse_dir_release_all(void)
 {
-	while (open_dirs)
-		dir_free(open_dirs);
+	while (dirs.open_dirs)
+		dir_free(dirs.open_dirs);
 }
 
 static struct dcfs_dir *dir_of(struct fuse_file_info *fi)

@@ -34,15 +34,17 @@
 
 #include "handlers/handlers.h"
 
-static atomic_bool readonly;
-static struct fuse_lowlevel_ops real;
-static pthread_t watcher;
-static int stop_fd = -1, info_fd = -1;
-static bool started;
+static struct {
+	atomic_bool readonly;		/* the mount is read-only now */
+	struct fuse_lowlevel_ops real;	/* the handlers, unwrapped */
+	pthread_t watcher;
+	int stop_fd, info_fd;
+	bool started;
+} mount_ro = { .stop_fd = -1, .info_fd = -1 };
 
 bool readonly_now(void)
 {
-	return atomic_load_explicit(&readonly, memory_order_relaxed);
+	return atomic_load_explicit(&mount_ro.readonly, memory_order_relaxed);
 }
 
 /* ---- what the kernel says ------------------------------------------------ */
@@ -95,7 +97,7 @@ static void update(void)
 	pthread_mutex_lock(&lock);
 	ro = sb_readonly();
 	if (ro >= 0 && (bool)ro != readonly_now()) {
-		atomic_store(&readonly, ro);
+		atomic_store(&mount_ro.readonly, ro);
 		log_info("%s is now %s\n", dcfs.opt.mountpoint,
 			 ro ? "read-only: changes get EROFS" : "read-write");
 	}
@@ -119,8 +121,8 @@ static bool refuse_change(void)
 
 static void *watch_main(void *arg)
 {
-	struct pollfd p[2] = { { .fd = info_fd, .events = POLLPRI },
-			       { .fd = stop_fd, .events = POLLIN } };
+	struct pollfd p[2] = { { .fd = mount_ro.info_fd, .events = POLLPRI },
+			       { .fd = mount_ro.stop_fd, .events = POLLIN } };
 
 	(void)arg;
 	for (;;) {
@@ -143,10 +145,10 @@ int readonly_start(void)
 	sigset_t all, old;
 	int err;
 
-	atomic_store(&readonly, dcfs.opt.readonly);
-	info_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-	stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (info_fd < 0 || stop_fd < 0) {
+	atomic_store(&mount_ro.readonly, dcfs.opt.readonly);
+	mount_ro.info_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	mount_ro.stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (mount_ro.info_fd < 0 || mount_ro.stop_fd < 0) {
 		err = -errno;
 		log_warn("cannot watch /proc/self/mountinfo: %s: a remount is not noticed by the daemon\n",
 			 strerror(-err));
@@ -156,13 +158,13 @@ int readonly_start(void)
 	update();
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&watcher, NULL, watch_main, NULL);
+	err = pthread_create(&mount_ro.watcher, NULL, watch_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err) {
 		readonly_stop();
 		return -err;
 	}
-	started = true;
+	mount_ro.started = true;
 	return 0;
 }
 
@@ -170,14 +172,14 @@ void readonly_stop(void)
 {
 	uint64_t one = 1;
 
-	if (started && write(stop_fd, &one, sizeof(one)) == sizeof(one))
-		pthread_join(watcher, NULL);
-	started = false;
-	if (info_fd >= 0)
-		close(info_fd);
-	if (stop_fd >= 0)
-		close(stop_fd);
-	info_fd = stop_fd = -1;
+	if (mount_ro.started && write(mount_ro.stop_fd, &one, sizeof(one)) == sizeof(one))
+		pthread_join(mount_ro.watcher, NULL);
+	mount_ro.started = false;
+	if (mount_ro.info_fd >= 0)
+		close(mount_ro.info_fd);
+	if (mount_ro.stop_fd >= 0)
+		close(mount_ro.stop_fd);
+	mount_ro.info_fd = mount_ro.stop_fd = -1;
 }
 
 /* ---- the handlers ------------------------------------------------------- */
@@ -189,7 +191,7 @@ void readonly_stop(void)
 		if (refuse_change())                       \
 			fuse_reply_err(req, EROFS);        \
 		else                                       \
-			real.op args;                      \
+			mount_ro.real.op args;                      \
 	}
 DCFS_FUSE_OPS(REFUSE_IF_RO)
 #undef REFUSE_IF_RO
@@ -205,13 +207,13 @@ static void ro_open_writing(fuse_req_t req, fuse_ino_t i, struct fuse_file_info 
 	if (open_writes(fi) && refuse_change())
 		fuse_reply_err(req, EROFS);
 	else
-		real.open(req, i, fi);
+		mount_ro.real.open(req, i, fi);
 }
 
 /* Outermost wrapper: a refused change never switches identities. */
 void readonly_ops_wrap(struct fuse_lowlevel_ops *ops)
 {
-	real = *ops;
+	mount_ro.real = *ops;
 #define WRAP(op, who, ro, params, args)         \
 	if (ops->op && ro == OP_RO_REFUSED)     \
 		ops->op = ro_##op;

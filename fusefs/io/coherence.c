@@ -260,17 +260,24 @@ struct coh_overlay {
  * waits for a write-back that needs one of them.
  */
 #define INVAL_WAIT_MS 10000
-static _Atomic unsigned long late_invals;
 
-static struct coh_overlay *overlays; /* ov_lock; oldest first */
-static _Atomic unsigned int n_overlays;
-static uint64_t ov_seq;
-static pthread_mutex_t ov_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t ov_cond = PTHREAD_COND_INITIALIZER;
-/* the invalidation thread's queue: overlays not yet invalidated */
-static pthread_cond_t inval_cond = PTHREAD_COND_INITIALIZER;
-static pthread_t inval_thread;
-static bool inval_running, inval_stopping;
+/* The overlays and the invalidation thread (one instance: the module's state). */
+static struct {
+	pthread_mutex_t ov_lock;	/* the fields below */
+	pthread_cond_t ov_cond;		/* an overlay was invalidated */
+	struct coh_overlay *overlays;	/* oldest first */
+	uint64_t ov_seq;
+	/* the invalidation thread's queue: overlays not yet invalidated */
+	pthread_cond_t inval_cond;
+	pthread_t inval_thread;
+	bool inval_running, inval_stopping;
+	_Atomic unsigned int n_overlays;
+	_Atomic unsigned long late_invals;
+} coh = {
+	.ov_lock = PTHREAD_MUTEX_INITIALIZER,
+	.ov_cond = PTHREAD_COND_INITIALIZER,
+	.inval_cond = PTHREAD_COND_INITIALIZER,
+};
 
 static bool overlaps(const struct coh_overlay *o, const struct dcfs_inode *inode,
 		     off_t off, size_t len)
@@ -285,7 +292,7 @@ static bool patch_locked(struct dcfs_inode *inode, char *buf, off_t off,
 {
 	bool any = false;
 
-	for (struct coh_overlay *o = overlays; o; o = o->next) {
+	for (struct coh_overlay *o = coh.overlays; o; o = o->next) {
 		off_t lo, hi;
 
 		if (o == skip || !overlaps(o, inode, off, len))
@@ -303,34 +310,34 @@ static bool coh_overlaid(struct dcfs_inode *inode, off_t off, size_t len)
 {
 	bool any = false;
 
-	if (!atomic_load(&n_overlays))
+	if (!atomic_load(&coh.n_overlays))
 		return false;
-	pthread_mutex_lock(&ov_lock);
-	for (struct coh_overlay *o = overlays; o && !any; o = o->next)
+	pthread_mutex_lock(&coh.ov_lock);
+	for (struct coh_overlay *o = coh.overlays; o && !any; o = o->next)
 		any = overlaps(o, inode, off, len);
-	pthread_mutex_unlock(&ov_lock);
+	pthread_mutex_unlock(&coh.ov_lock);
 	return any;
 }
 
 static void coh_patch(struct dcfs_inode *inode, char *buf, off_t off, size_t len,
 	       const struct coh_overlay *skip)
 {
-	if (!atomic_load(&n_overlays))
+	if (!atomic_load(&coh.n_overlays))
 		return;
-	pthread_mutex_lock(&ov_lock);
+	pthread_mutex_lock(&coh.ov_lock);
 	patch_locked(inode, buf, off, len, skip);
-	pthread_mutex_unlock(&ov_lock);
+	pthread_mutex_unlock(&coh.ov_lock);
 }
 
 static void unlink_free_locked(struct coh_overlay *ov)
 {
-	struct coh_overlay **p = &overlays;
+	struct coh_overlay **p = &coh.overlays;
 
 	while (*p && *p != ov)
 		p = &(*p)->next;
 	if (*p)
 		*p = ov->next;
-	atomic_fetch_sub(&n_overlays, 1);
+	atomic_fetch_sub(&coh.n_overlays, 1);
 	free(ov->data);
 	free(ov);
 }
@@ -338,64 +345,64 @@ static void unlink_free_locked(struct coh_overlay *ov)
 static void *inval_main(void *arg)
 {
 	(void)arg;
-	pthread_mutex_lock(&ov_lock);
+	pthread_mutex_lock(&coh.ov_lock);
 	for (;;) {
-		struct coh_overlay *o = overlays;
+		struct coh_overlay *o = coh.overlays;
 
-		if (inval_stopping)
+		if (coh.inval_stopping)
 			break; /* the session is over: nothing to invalidate */
 		/* the oldest published overlay whose data has landed */
 		while (o && (o->done || !o->seq))
 			o = o->next;
 		if (!o) {
-			pthread_cond_wait(&inval_cond, &ov_lock);
+			pthread_cond_wait(&coh.inval_cond, &coh.ov_lock);
 			continue;
 		}
-		pthread_mutex_unlock(&ov_lock);
+		pthread_mutex_unlock(&coh.ov_lock);
 		notify_inval_range_now(o->inode->nodeid, o->off, (off_t)o->len);
-		pthread_mutex_lock(&ov_lock);
+		pthread_mutex_lock(&coh.ov_lock);
 		o->done = true;
 		if (o->abandoned)
 			unlink_free_locked(o);
-		pthread_cond_broadcast(&ov_cond);
+		pthread_cond_broadcast(&coh.ov_cond);
 	}
-	pthread_mutex_unlock(&ov_lock);
+	pthread_mutex_unlock(&coh.ov_lock);
 	return NULL;
 }
 
 int coherence_start(void)
 {
-	if (pthread_create(&inval_thread, NULL, inval_main, NULL) != 0)
+	if (pthread_create(&coh.inval_thread, NULL, inval_main, NULL) != 0)
 		return -EAGAIN;
-	inval_running = true;
+	coh.inval_running = true;
 	return 0;
 }
 
 void coherence_stop(void)
 {
-	if (!inval_running)
+	if (!coh.inval_running)
 		return;
 	struct timespec until;
 
-	pthread_mutex_lock(&ov_lock);
-	inval_stopping = true;
-	pthread_cond_broadcast(&inval_cond);
-	pthread_cond_broadcast(&ov_cond);
-	pthread_mutex_unlock(&ov_lock);
+	pthread_mutex_lock(&coh.ov_lock);
+	coh.inval_stopping = true;
+	pthread_cond_broadcast(&coh.inval_cond);
+	pthread_cond_broadcast(&coh.ov_cond);
+	pthread_mutex_unlock(&coh.ov_lock);
 	/* An invalidation stuck in the kernel must not hold up the exit. */
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 2;
-	if (pthread_timedjoin_np(inval_thread, NULL, &until) != 0) {
-		pthread_detach(inval_thread);
-		inval_running = false;
+	if (pthread_timedjoin_np(coh.inval_thread, NULL, &until) != 0) {
+		pthread_detach(coh.inval_thread);
+		coh.inval_running = false;
 		return;
 	}
-	inval_running = false;
-	pthread_mutex_lock(&ov_lock);
+	coh.inval_running = false;
+	pthread_mutex_lock(&coh.ov_lock);
 	/* Left by handlers that gave up waiting, and never invalidated. */
-	while (overlays)
-		unlink_free_locked(overlays);
-	pthread_mutex_unlock(&ov_lock);
+	while (coh.overlays)
+		unlink_free_locked(coh.overlays);
+	pthread_mutex_unlock(&coh.ov_lock);
 }
 
 /*
@@ -427,7 +434,7 @@ static struct coh_overlay *coh_direct_begin(struct dcfs_file *f,
 {
 	struct coh_overlay *ov, **tail;
 
-	if (!fi->lock_owner || fi->writepage || !len || !inval_running ||
+	if (!fi->lock_owner || fi->writepage || !len || !coh.inval_running ||
 	    passthrough_backed(f->inode))
 		return NULL;
 	ov = calloc(1, sizeof(*ov));
@@ -439,12 +446,12 @@ static struct coh_overlay *coh_direct_begin(struct dcfs_file *f,
 	ov->inode = f->inode;
 	ov->off = off;
 	ov->len = len;
-	pthread_mutex_lock(&ov_lock);
-	for (tail = &overlays; *tail; tail = &(*tail)->next)
+	pthread_mutex_lock(&coh.ov_lock);
+	for (tail = &coh.overlays; *tail; tail = &(*tail)->next)
 		;
 	*tail = ov;
-	atomic_fetch_add(&n_overlays, 1);
-	pthread_mutex_unlock(&ov_lock);
+	atomic_fetch_add(&coh.n_overlays, 1);
+	pthread_mutex_unlock(&coh.ov_lock);
 	return ov;
 }
 
@@ -466,20 +473,20 @@ static void coh_direct_end(struct coh_overlay *ov)
 		until.tv_sec++;
 		until.tv_nsec -= 1000000000L;
 	}
-	pthread_mutex_lock(&ov_lock);
-	ov->seq = ++ov_seq;
-	pthread_cond_broadcast(&inval_cond);
-	while (!ov->done && !inval_stopping)
-		if (pthread_cond_timedwait(&ov_cond, &ov_lock, &until) == ETIMEDOUT)
+	pthread_mutex_lock(&coh.ov_lock);
+	ov->seq = ++coh.ov_seq;
+	pthread_cond_broadcast(&coh.inval_cond);
+	while (!ov->done && !coh.inval_stopping)
+		if (pthread_cond_timedwait(&coh.ov_cond, &coh.ov_lock, &until) == ETIMEDOUT)
 			break;
 	if (ov->done) {
 		unlink_free_locked(ov);
-		pthread_mutex_unlock(&ov_lock);
+		pthread_mutex_unlock(&coh.ov_lock);
 		return;
 	}
 	ov->abandoned = true; /* the thread frees it */
-	pthread_mutex_unlock(&ov_lock);
-	if (atomic_fetch_add(&late_invals, 1) == 0)
+	pthread_mutex_unlock(&coh.ov_lock);
+	if (atomic_fetch_add(&coh.late_invals, 1) == 0)
 		log_warn("a direct write was answered before the FUSE cache of its range was dropped (%d ms): readers may see old data until it is\n",
 			 INVAL_WAIT_MS);
 }

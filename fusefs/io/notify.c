@@ -53,23 +53,33 @@ struct writers {
 	bool owed; /* a drop was held back */
 	bool mixed; /* read and written through the cache: no drops while open */
 };
-static struct writers *writer_buckets[WRITER_BUCKETS];
-/* The inode whose range is being dropped now; an open of a writable cached
- * handle of it waits (sent_cond) so that its writes cannot start meanwhile. */
-static fuse_ino_t sending;
-static pthread_cond_t sent_cond = PTHREAD_COND_INITIALIZER;
 
-static struct inval queue[QUEUE_MAX];
-static size_t head, count;
-static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t qcond = PTHREAD_COND_INITIALIZER;
-static pthread_t thread;
-static bool running, stopping;
-static struct fuse_session *session;
+/* The queue and the writers' counts (under qlock), and the thread. */
+static struct {
+	pthread_mutex_t qlock;
+	pthread_cond_t qcond; /* queued, or stopping */
+	struct inval queue[QUEUE_MAX];
+	size_t head, count;
+	struct writers *writer_buckets[WRITER_BUCKETS];
+	/*
+	 * The inode whose range is being dropped now; an open of a writable
+	 * cached handle of it waits (sent_cond) so that its writes cannot
+	 * start meanwhile.
+	 */
+	fuse_ino_t sending;
+	pthread_cond_t sent_cond;
+	pthread_t thread;
+	bool running, stopping;
+	struct fuse_session *session;
+} nt = {
+	.qlock = PTHREAD_MUTEX_INITIALIZER,
+	.qcond = PTHREAD_COND_INITIALIZER,
+	.sent_cond = PTHREAD_COND_INITIALIZER,
+};
 
 static struct writers **writers_slot(fuse_ino_t ino)
 {
-	struct writers **w = &writer_buckets[(ino * 0x9e3779b97f4a7c15ULL) >> 56];
+	struct writers **w = &nt.writer_buckets[(ino * 0x9e3779b97f4a7c15ULL) >> 56];
 
 	while (*w && (*w)->ino != ino)
 		w = &(*w)->next;
@@ -90,74 +100,74 @@ static bool may_drop(fuse_ino_t ino, unsigned int allowed)
 static void enqueue(fuse_ino_t ino, off_t off, off_t len, unsigned int allowed)
 {
 	/* Ranges of one stream arrive in order: merge with the last. */
-	struct inval *last = count ? &queue[(head + count - 1) % QUEUE_MAX] : NULL;
+	struct inval *last = nt.count ? &nt.queue[(nt.head + nt.count - 1) % QUEUE_MAX] : NULL;
 
 	if (last && last->ino == ino && last->allowed == allowed &&
 	    last->off + last->len == off) {
 		last->len += len;
-	} else if (count < QUEUE_MAX) {
-		queue[(head + count) % QUEUE_MAX] =
+	} else if (nt.count < QUEUE_MAX) {
+		nt.queue[(nt.head + nt.count) % QUEUE_MAX] =
 			(struct inval){ ino, off, len, allowed };
-		count++;
+		nt.count++;
 	}
-	pthread_cond_signal(&qcond);
+	pthread_cond_signal(&nt.qcond);
 }
 
 static void *notify_main(void *arg)
 {
 	(void)arg;
-	pthread_mutex_lock(&qlock);
+	pthread_mutex_lock(&nt.qlock);
 	for (;;) {
 		struct inval iv;
 
-		while (!count && !stopping)
-			pthread_cond_wait(&qcond, &qlock);
-		if (!count)
+		while (!nt.count && !nt.stopping)
+			pthread_cond_wait(&nt.qcond, &nt.qlock);
+		if (!nt.count)
 			break;
-		iv = queue[head];
-		head = (head + 1) % QUEUE_MAX;
-		count--;
+		iv = nt.queue[nt.head];
+		nt.head = (nt.head + 1) % QUEUE_MAX;
+		nt.count--;
 		if (!may_drop(iv.ino, iv.allowed))
 			continue;
-		sending = iv.ino;
-		pthread_mutex_unlock(&qlock);
+		nt.sending = iv.ino;
+		pthread_mutex_unlock(&nt.qlock);
 		/* -ENOENT: the kernel already forgot the inode, nothing cached. */
-		fuse_lowlevel_notify_inval_inode(session, iv.ino, iv.off, iv.len);
-		pthread_mutex_lock(&qlock);
-		sending = 0;
-		pthread_cond_broadcast(&sent_cond);
+		fuse_lowlevel_notify_inval_inode(nt.session, iv.ino, iv.off, iv.len);
+		pthread_mutex_lock(&nt.qlock);
+		nt.sending = 0;
+		pthread_cond_broadcast(&nt.sent_cond);
 	}
-	pthread_mutex_unlock(&qlock);
+	pthread_mutex_unlock(&nt.qlock);
 	return NULL;
 }
 
 int notify_start(struct fuse_session *se)
 {
-	session = se;
-	if (pthread_create(&thread, NULL, notify_main, NULL) != 0)
+	nt.session = se;
+	if (pthread_create(&nt.thread, NULL, notify_main, NULL) != 0)
 		return -EAGAIN;
-	running = true;
+	nt.running = true;
 	return 0;
 }
 
 void notify_stop(void)
 {
-	if (!running)
+	if (!nt.running)
 		return;
-	pthread_mutex_lock(&qlock);
-	stopping = true;
-	pthread_cond_signal(&qcond);
-	pthread_mutex_unlock(&qlock);
-	pthread_join(thread, NULL);
-	running = false;
+	pthread_mutex_lock(&nt.qlock);
+	nt.stopping = true;
+	pthread_cond_signal(&nt.qcond);
+	pthread_mutex_unlock(&nt.qlock);
+	pthread_join(nt.thread, NULL);
+	nt.running = false;
 }
 
 void notify_inval(fuse_ino_t ino, off_t off, off_t len, unsigned int allowed)
 {
-	pthread_mutex_lock(&qlock);
-	if (running && may_drop(ino, allowed))
+	pthread_mutex_lock(&nt.qlock);
+	if (nt.running && may_drop(ino, allowed))
 		enqueue(ino, off, len, allowed);
-	pthread_mutex_unlock(&qlock);
+	pthread_mutex_unlock(&nt.qlock);
 }
 
 bool notify_writer_open(fuse_ino_t ino)
@@ -165,9 +175,9 @@ bool notify_writer_open(fuse_ino_t ino)
 	struct writers **slot, *w;
 	bool counted = true;
 
-	pthread_mutex_lock(&qlock);
-	while (sending == ino)
-		pthread_cond_wait(&sent_cond, &qlock);
+	pthread_mutex_lock(&nt.qlock);
+	while (nt.sending == ino)
+		pthread_cond_wait(&nt.sent_cond, &nt.qlock);
 	slot = writers_slot(ino);
 	if (*slot) {
 		(*slot)->n++;
@@ -178,7 +188,7 @@ bool notify_writer_open(fuse_ino_t ino)
 	} else {
 		counted = false;
 	}
-	pthread_mutex_unlock(&qlock);
+	pthread_mutex_unlock(&nt.qlock);
 	return counted;
 }
 
@@ -187,27 +197,27 @@ void notify_writer_mixed(fuse_ino_t ino)
 {
 	struct writers *w;
 
-	pthread_mutex_lock(&qlock);
+	pthread_mutex_lock(&nt.qlock);
 	w = *writers_slot(ino);
 	if (w)
 		w->mixed = true;
-	pthread_mutex_unlock(&qlock);
+	pthread_mutex_unlock(&nt.qlock);
 }
 
 void notify_writer_close(fuse_ino_t ino)
 {
 	struct writers **slot, *w;
 
-	pthread_mutex_lock(&qlock);
+	pthread_mutex_lock(&nt.qlock);
 	slot = writers_slot(ino);
 	w = *slot;
 	if (w && --w->n == 0) {
 		*slot = w->next;
-		if (w->owed && running)
+		if (w->owed && nt.running)
 			enqueue(ino, 0, 0, 0);
 		free(w);
 	}
-	pthread_mutex_unlock(&qlock);
+	pthread_mutex_unlock(&nt.qlock);
 }
 
 /*
@@ -216,12 +226,12 @@ void notify_writer_close(fuse_ino_t ino)
  */
 void notify_inval_range_now(fuse_ino_t ino, off_t off, off_t len)
 {
-	if (running)
-		fuse_lowlevel_notify_inval_inode(session, ino, off, len);
+	if (nt.running)
+		fuse_lowlevel_notify_inval_inode(nt.session, ino, off, len);
 }
 
 void notify_inval_attr_now(fuse_ino_t ino)
 {
-	if (running)
-		fuse_lowlevel_notify_inval_inode(session, ino, -1, 0);
+	if (nt.running)
+		fuse_lowlevel_notify_inval_inode(nt.session, ino, -1, 0);
 }

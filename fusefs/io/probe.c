@@ -20,10 +20,13 @@
 
 #define MAX_PROBES 64
 
-static struct probe probes[MAX_PROBES];
-static size_t nprobes;
-static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct probe overflow; /* shared by devices past MAX_PROBES */
+/* The filesystems probed so far, by st_dev. */
+static struct {
+	pthread_mutex_t probe_lock;
+	struct probe probes[MAX_PROBES];
+	size_t nprobes;
+	struct probe overflow; /* shared by devices past MAX_PROBES */
+} known = { .probe_lock = PTHREAD_MUTEX_INITIALIZER };
 
 static const char *fstype_name(long type)
 {
@@ -52,26 +55,26 @@ struct probe *probe_get(int fd)
 {
 	struct statfs sfs;
 	struct stat st;
-	struct probe *p = &overflow;
+	struct probe *p = &known.overflow;
 
 	if (fstat(fd, &st) < 0)
-		return &overflow;
-	pthread_mutex_lock(&probe_lock);
-	for (size_t i = 0; i < nprobes; i++) {
-		if (probes[i].dev == st.st_dev) {
-			p = &probes[i];
+		return &known.overflow;
+	pthread_mutex_lock(&known.probe_lock);
+	for (size_t i = 0; i < known.nprobes; i++) {
+		if (known.probes[i].dev == st.st_dev) {
+			p = &known.probes[i];
 			goto out;
 		}
 	}
-	if (nprobes < MAX_PROBES) {
-		p = &probes[nprobes++];
+	if (known.nprobes < MAX_PROBES) {
+		p = &known.probes[known.nprobes++];
 		p->dev = st.st_dev;
 		if (fstatfs(fd, &sfs) == 0)
 			snprintf(p->fstype, sizeof(p->fstype), "%s",
 				 fstype_name((long)sfs.f_type));
 	}
 out:
-	pthread_mutex_unlock(&probe_lock);
+	pthread_mutex_unlock(&known.probe_lock);
 	return p;
 }
 
@@ -153,15 +156,15 @@ size_t probe_snapshot(struct probe *out, size_t max)
 {
 	size_t n;
 
-	pthread_mutex_lock(&probe_lock);
-	n = nprobes < max ? nprobes : max;
+	pthread_mutex_lock(&known.probe_lock);
+	n = known.nprobes < max ? known.nprobes : max;
 	for (size_t i = 0; i < n; i++) {
-		out[i].dev = probes[i].dev;
-		memcpy(out[i].fstype, probes[i].fstype, sizeof(out[i].fstype));
-		out[i].rd = probes[i].rd;
-		out[i].wr = probes[i].wr;
+		out[i].dev = known.probes[i].dev;
+		memcpy(out[i].fstype, known.probes[i].fstype, sizeof(out[i].fstype));
+		out[i].rd = known.probes[i].rd;
+		out[i].wr = known.probes[i].wr;
 	}
-	pthread_mutex_unlock(&probe_lock);
+	pthread_mutex_unlock(&known.probe_lock);
 	return n;
 }
 
@@ -214,7 +217,7 @@ struct probe *probe_dir(int dirfd)
 	if (fd < 0)
 		return probe_get(dirfd);
 	p = probe_get(fd);
-	if (p == &overflow)
+	if (p == &known.overflow)
 		goto out;
 	probe_max_size(p, fd);
 	n = pwritev2(fd, &iov, 1, 0, DCFS_RWF_DONTCACHE);

@@ -125,7 +125,7 @@ struct wp_inode {
 	pthread_mutex_t lock;  /* handles */
 	struct wpipe *handles;
 	_Atomic uint64_t err_seq; /* bumped by every deferred error */
-	_Atomic int err;
+	_Atomic int err; /* the last one, -errno */
 };
 
 struct wpipe {
@@ -157,20 +157,38 @@ struct wpipe {
 	pthread_t thread;
 };
 
-static struct wp_inode *buckets[NBUCKETS];
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic long buffered_handles; /* handles with blen > 0 */
-static _Atomic uint64_t buffered_bytes;
-static _Atomic uint64_t buf_total; /* allocated buffers */
+/* The pipe's own state, for all handles of the mount. */
+static struct {
+	pthread_mutex_t reg_lock;
+	struct wp_inode *buckets[NBUCKETS]; /* reg_lock */
+	_Atomic long buffered_handles;	    /* handles with blen > 0 */
+	_Atomic uint64_t buffered_bytes;
+	_Atomic uint64_t buf_total;	 /* allocated buffers */
+	_Atomic uint64_t inflight_total; /* bytes in jobs, all handles */
+	/* Backing writes of the pipe done, all handles: see wpipe_settle(). */
+	_Atomic uint64_t landings;
+	/* The flusher of write_expire (the end of this file). */
+	struct {
+		pthread_once_t once;
+		pthread_mutex_t lock;
+		pthread_cond_t cv;
+		bool kicked;		/* a buffer became due sooner than planned */
+		_Atomic uint64_t next;	/* when the flusher wakes; 0 while it scans */
+	} expiry;
+} pipes = {
+	.reg_lock = PTHREAD_MUTEX_INITIALIZER,
+	.expiry = {
+		.once = PTHREAD_ONCE_INIT,
+		.lock = PTHREAD_MUTEX_INITIALIZER,
+		.next = UINT64_MAX,
+	},
+};
 
 /* The coalescing buffer's memory, NULL before buf_alloc(). */
 static char *buf_mem(const struct wpipe *wp)
 {
 	return wp->bufjob ? wp->bufjob->mem : NULL;
 }
-static _Atomic uint64_t inflight_total; /* bytes in jobs, all handles */
-/* Backing writes of the pipe done, all handles: see wpipe_settle(). */
-static _Atomic uint64_t landings;
 
 static off_t page_down(off_t x)
 {
@@ -192,8 +210,8 @@ static struct wp_inode *wi_get(struct dcfs_inode *inode, bool create)
 {
 	struct wp_inode **pp, *wi;
 
-	pthread_mutex_lock(&reg_lock);
-	for (pp = &buckets[bucket_of(inode)]; (wi = *pp); pp = &wi->next)
+	pthread_mutex_lock(&pipes.reg_lock);
+	for (pp = &pipes.buckets[bucket_of(inode)]; (wi = *pp); pp = &wi->next)
 		if (wi->inode == inode)
 			break;
 	if (!wi && create) {
@@ -206,7 +224,7 @@ static struct wp_inode *wi_get(struct dcfs_inode *inode, bool create)
 	}
 	if (wi)
 		wi->refs++;
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&pipes.reg_lock);
 	return wi;
 }
 
@@ -217,7 +235,7 @@ static void wi_put_locked(struct wp_inode *wi)
 
 	if (--wi->refs)
 		return;
-	for (pp = &buckets[bucket_of(wi->inode)]; *pp != wi; pp = &(*pp)->next)
+	for (pp = &pipes.buckets[bucket_of(wi->inode)]; *pp != wi; pp = &(*pp)->next)
 		;
 	*pp = wi->next;
 	pthread_mutex_destroy(&wi->lock);
@@ -226,9 +244,9 @@ static void wi_put_locked(struct wp_inode *wi)
 
 static void wi_put(struct wp_inode *wi)
 {
-	pthread_mutex_lock(&reg_lock);
+	pthread_mutex_lock(&pipes.reg_lock);
 	wi_put_locked(wi);
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&pipes.reg_lock);
 }
 
 int wpipe_open(struct dcfs_file *f, const struct wpipe_limits *lim)
@@ -272,9 +290,9 @@ static int take_error(struct wpipe *wp)
 	err = atomic_load(&wp->wi->err);
 	stats_add(wp->f->policy, ST_DEFERRED_REPORTED, 1);
 	log_debug("ino %llu: deferred %s reported to a %s handle\n",
-		  (unsigned long long)wp->f->inode->ino, strerror(err),
+		  (unsigned long long)wp->f->inode->ino, strerror(-err),
 		  wp->f->io->name);
-	return -err;
+	return err;
 }
 
 /*
@@ -293,6 +311,10 @@ int wpipe_check(struct dcfs_file *f)
 	return err;
 }
 
+/*
+ * The write of len acknowledged bytes at off failed with err (-errno): a
+ * deferred error of the inode, for every handle open now.
+ */
 static void record_error(struct wpipe *wp, int err, off_t off, size_t len)
 {
 	atomic_store(&wp->wi->err, err);
@@ -301,7 +323,17 @@ static void record_error(struct wpipe *wp, int err, off_t off, size_t len)
 	log_err("ino %llu: write of %zu acknowledged bytes at %lld failed: %s; "
 		"reported to the next write, flush or fsync of every handle\n",
 		(unsigned long long)wp->f->inode->ino, len, (long long)off,
-		strerror(err));
+		strerror(-err));
+}
+
+/*
+ * As record_error(), for a failure this handle reports itself, now: the
+ * other handles get it later, this one not twice.
+ */
+static void record_own_error(struct wpipe *wp, int err, off_t off, size_t len)
+{
+	record_error(wp, err, off, len);
+	wp->err_seen = atomic_load(&wp->wi->err_seq);
 }
 
 /*
@@ -372,7 +404,8 @@ static void note_uncached(struct dcfs_file *f, off_t off, off_t end)
 /*
  * One backing write of the handle (f->lock held): uncached where the
  * backing filesystem can, else through the fallback window.  Returns the
- * bytes written; when that is less than asked, *err says why.
+ * bytes written; when that is less than asked, *err says why (-errno),
+ * else it is 0.
  */
 static size_t backing_write_locked(struct dcfs_file *f, struct iovec *iov,
 				   int cnt, off_t off, int *err)
@@ -388,7 +421,7 @@ static size_t backing_write_locked(struct dcfs_file *f, struct iovec *iov,
 		if (n == -EOPNOTSUPP)
 			break;
 		if (n <= 0) {
-			*err = n ? (int)-n : EIO;
+			*err = n ? (int)n : -EIO;
 			break;
 		}
 		stats_add(f->policy, ST_WRITE_DONTCACHE, (uint64_t)n);
@@ -418,7 +451,7 @@ static size_t backing_write_locked(struct dcfs_file *f, struct iovec *iov,
 					   iov[i].iov_len - piece,
 					   off + (off_t)done);
 			if (n <= 0) {
-				*err = n ? (int)-n : EIO;
+				*err = n ? (int)n : -EIO;
 				return done;
 			}
 			stats_add(f->policy, ST_WRITE_FALLBACK, (uint64_t)n);
@@ -441,7 +474,7 @@ static size_t backing_write(struct dcfs_file *f, struct iovec *iov, int cnt,
 	if (f->wp)
 		pthread_mutex_unlock(&f->wp->io_lock);
 	/* Before the data stops counting as buffered or in flight. */
-	atomic_fetch_add(&landings, 1);
+	atomic_fetch_add(&pipes.landings, 1);
 	/*
 	 * Acknowledged writes bumped the generation already; landing bumps it
 	 * again, so a read-ahead window read before this is never served
@@ -489,14 +522,14 @@ static void *worker_main(void *arg)
 		}
 		stats_add(wp->f->policy, ST_BACKGROUND_WRITES, 1);
 		if (backing_write(wp->f, &iov, 1, job->off, &err) != job->len)
-			record_error(wp, err ? err : EIO, job->off, job->len);
+			record_error(wp, err ? err : -EIO, job->off, job->len);
 		reqbuf_release(job->rb);
 		pthread_mutex_lock(&wp->qlock);
 		wp->qhead = job->next;
 		if (!wp->qhead)
 			wp->qtail = NULL;
 		wp->inflight -= job->len;
-		atomic_fetch_sub(&inflight_total, job->len);
+		atomic_fetch_sub(&pipes.inflight_total, job->len);
 		stats_add(wp->f->policy, ST_INFLIGHT, -(uint64_t)job->len);
 		if (!job->rb && wp->nspare < SPARE_JOBS) {
 			job->next = wp->spare;
@@ -565,7 +598,7 @@ static int reserve(struct wpipe *wp, size_t len, uint64_t limit)
 
 	while (wp->inflight &&
 	       (wp->inflight + len > limit ||
-		atomic_load(&inflight_total) + len > wp->mount_limit)) {
+		atomic_load(&pipes.inflight_total) + len > wp->mount_limit)) {
 		if (!waited)
 			stats_add(wp->f->policy, ST_QUEUE_WAITS, 1);
 		waited = true;
@@ -602,7 +635,7 @@ static void enqueue(struct wpipe *wp, struct wjob *job, off_t off, size_t len)
 	wp->qtail = job;
 	wp->q_end = off + (off_t)len;
 	wp->inflight += len;
-	atomic_fetch_add(&inflight_total, len);
+	atomic_fetch_add(&pipes.inflight_total, len);
 	stats_add(wp->f->policy, ST_INFLIGHT, len);
 	pthread_cond_broadcast(&wp->qcv);
 	pthread_mutex_unlock(&wp->qlock);
@@ -725,13 +758,13 @@ static void expiry_arm(struct wpipe *wp);
 static void set_buffered(struct wpipe *wp, size_t blen)
 {
 	if (!wp->blen && blen) {
-		atomic_fetch_add(&buffered_handles, 1);
+		atomic_fetch_add(&pipes.buffered_handles, 1);
 		expiry_arm(wp);
 	} else if (wp->blen && !blen) {
-		atomic_fetch_sub(&buffered_handles, 1);
+		atomic_fetch_sub(&pipes.buffered_handles, 1);
 		atomic_store(&wp->due, 0);
 	}
-	atomic_fetch_add(&buffered_bytes, blen - wp->blen);
+	atomic_fetch_add(&pipes.buffered_bytes, blen - wp->blen);
 	stats_add(wp->f->policy, ST_BUFFERED, blen - wp->blen);
 	wp->blen = blen;
 }
@@ -754,7 +787,20 @@ static int flush_buf(struct wpipe *wp)
 	set_buffered(wp, 0);
 	if (err)
 		record_error(wp, err, wp->boff, len);
-	return -err;
+	return err;
+}
+
+/*
+ * As flush_buf, in the writer's own request: a failure is this request's
+ * answer, and the handle does not get it again later.
+ */
+static int flush_own(struct wpipe *wp)
+{
+	int err = flush_buf(wp);
+
+	if (err)
+		wp->err_seen = atomic_load(&wp->wi->err_seq);
+	return err;
 }
 
 /* As flush_buf, from a thread that is not the writer's request. */
@@ -776,7 +822,7 @@ static bool buf_alloc(struct wpipe *wp)
 
 	if (wp->bufjob)
 		return true;
-	if (atomic_fetch_add(&buf_total, BUF_CAP) + BUF_CAP > BUF_GLOBAL_CAP)
+	if (atomic_fetch_add(&pipes.buf_total, BUF_CAP) + BUF_CAP > BUF_GLOBAL_CAP)
 		goto fail;
 	job = job_get(wp, false, 0);
 	if (job) {
@@ -784,7 +830,7 @@ static bool buf_alloc(struct wpipe *wp)
 		return true;
 	}
 fail:
-	atomic_fetch_sub(&buf_total, BUF_CAP);
+	atomic_fetch_sub(&pipes.buf_total, BUF_CAP);
 	return false;
 }
 
@@ -796,8 +842,8 @@ static bool space_is_low(struct dcfs_file *f)
 	if (fstatfs(f->fd, &sfs) < 0)
 		return true;
 	return (uint64_t)sfs.f_bavail * (uint64_t)sfs.f_bsize <
-	       LOW_SPACE + atomic_load(&buffered_bytes) +
-		       atomic_load(&inflight_total);
+	       LOW_SPACE + atomic_load(&pipes.buffered_bytes) +
+		       atomic_load(&pipes.inflight_total);
 }
 
 /*
@@ -845,7 +891,7 @@ static ssize_t write_through(struct dcfs_file *f, const void *data, size_t len,
 	if (f->wp)
 		drain(f->wp);
 	n = backing_write(f, &iov, 1, off, &err);
-	return n || !err ? (ssize_t)n : -err;
+	return n || !err ? (ssize_t)n : err;
 }
 
 /*
@@ -904,18 +950,16 @@ static bool adopt_write(struct dcfs_file *f, const char *data, size_t len,
 	if (backing_write(f, &iov, 1, at, &err) == want)
 		err = 0;
 	else if (!err)
-		err = EIO;
+		err = -EIO;
 	set_buffered(wp, tail);
 	reqbuf_release(rb);
 	*res = (ssize_t)len;
 	if (err) {
-		if (from_buf) {
-			/* Acknowledged data was lost: other handles must know. */
-			record_error(wp, err, at, from_buf);
-			wp->err_seen = atomic_load(&wp->wi->err_seq);
-		}
+		/* Acknowledged data was lost: other handles must know. */
+		if (from_buf)
+			record_own_error(wp, err, at, from_buf);
 		set_buffered(wp, 0);
-		*res = -err;
+		*res = err;
 	}
 	return true;
 }
@@ -929,7 +973,6 @@ static bool adopt_write(struct dcfs_file *f, const char *data, size_t len,
 static int end_run(struct wpipe *wp, off_t off, struct creds_id id)
 {
 	bool same_writer = id.uid == wp->id.uid && id.gid == wp->id.gid;
-	int err;
 
 	if (!wp->blen || (same_writer && off == wp->boff + (off_t)wp->blen))
 		return 0;
@@ -937,10 +980,7 @@ static int end_run(struct wpipe *wp, off_t off, struct creds_id id)
 		flush_as_writer(wp);
 		return 0;
 	}
-	err = flush_buf(wp);
-	if (err)
-		wp->err_seen = atomic_load(&wp->wi->err_seq);
-	return err;
+	return flush_own(wp);
 }
 
 /* A write that fits the buffer: acknowledged from it, if it may hold data. */
@@ -964,7 +1004,7 @@ static int backing_write_all(struct dcfs_file *f, struct iovec *iov, int cnt,
 
 	if (backing_write(f, iov, cnt, off, &err) == want)
 		return 0;
-	return err ? -err : -EIO;
+	return err ? err : -EIO;
 }
 
 /*
@@ -1042,10 +1082,8 @@ static ssize_t write_run(struct dcfs_file *f, const char *data, size_t len,
 	err = send_run(f, iov, from_buf, from_buf + iov[1].iov_len, &handed);
 	if (!err)
 		return keep_rest(f, data, len, off, upto, from_buf, handed);
-	if (from_buf) {
-		record_error(wp, -err, wp->boff, from_buf);
-		wp->err_seen = atomic_load(&wp->wi->err_seq);
-	}
+	if (from_buf)
+		record_own_error(wp, err, wp->boff, from_buf);
 	set_buffered(wp, 0);
 	return err;
 }
@@ -1077,12 +1115,8 @@ ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
 		return err;
 	/* Its failure must be its own answer: written now, after the run. */
 	if (!admit_held(f, end)) {
-		err = wp->blen ? flush_buf(wp) : 0;
-		if (err) {
-			wp->err_seen = atomic_load(&wp->wi->err_seq);
-			return err;
-		}
-		return write_through(f, data, len, off);
+		err = flush_own(wp);
+		return err ? err : write_through(f, data, len, off);
 	}
 	if (!wp->blen) {
 		wp->boff = off;
@@ -1105,7 +1139,7 @@ ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
 
 static bool nothing_pending(void)
 {
-	return !atomic_load(&buffered_handles) && !atomic_load(&inflight_total);
+	return !atomic_load(&pipes.buffered_handles) && !atomic_load(&pipes.inflight_total);
 }
 
 /* Writes the buffers of every handle of wi except skip's. */
@@ -1155,7 +1189,7 @@ bool wpipe_sync_inode(struct dcfs_inode *inode)
 /* A mark for wpipe_settle(), taken before attributes are read. */
 uint64_t wpipe_landings(void)
 {
-	return atomic_load(&landings);
+	return atomic_load(&pipes.landings);
 }
 
 /*
@@ -1173,7 +1207,7 @@ bool wpipe_settle(struct dcfs_inode *inode, uint64_t since)
 {
 	bool any = wpipe_sync_inode(inode);
 
-	return any || atomic_load(&landings) != since;
+	return any || atomic_load(&pipes.landings) != since;
 }
 
 void wpipe_sync_others(struct dcfs_file *f)
@@ -1191,18 +1225,18 @@ void wpipe_sync_all(void)
 	 * Written outside reg_lock (wi->lock comes first); the reference
 	 * keeps the entry, and so its place in the chain, while unlocked.
 	 */
-	pthread_mutex_lock(&reg_lock);
+	pthread_mutex_lock(&pipes.reg_lock);
 	for (size_t b = 0; b < NBUCKETS; b++) {
-		for (wi = buckets[b]; wi; wi = next) {
+		for (wi = pipes.buckets[b]; wi; wi = next) {
 			wi->refs++;
-			pthread_mutex_unlock(&reg_lock);
+			pthread_mutex_unlock(&pipes.reg_lock);
 			sync_wi(wi, NULL);
-			pthread_mutex_lock(&reg_lock);
+			pthread_mutex_lock(&pipes.reg_lock);
 			next = wi->next;
 			wi_put_locked(wi);
 		}
 	}
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&pipes.reg_lock);
 }
 
 /*
@@ -1271,7 +1305,7 @@ void wpipe_close(struct dcfs_file *f)
 	wi_put(wp->wi);
 	if (wp->bufjob) {
 		free(wp->bufjob);
-		atomic_fetch_sub(&buf_total, BUF_CAP);
+		atomic_fetch_sub(&pipes.buf_total, BUF_CAP);
 	}
 	pthread_cond_destroy(&wp->qcv);
 	pthread_mutex_destroy(&wp->qlock);
@@ -1281,18 +1315,6 @@ void wpipe_close(struct dcfs_file *f)
 }
 
 /* --- expiry: the longest wait of acknowledged data (write_expire) ------ */
-
-static struct {
-	pthread_once_t once;
-	pthread_mutex_t lock;
-	pthread_cond_t cv;
-	bool kicked;		/* a buffer became due sooner than planned */
-	_Atomic uint64_t next;	/* when the flusher wakes; 0 while it scans */
-} expiry = {
-	.once = PTHREAD_ONCE_INIT,
-	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.next = UINT64_MAX,
-};
 
 static uint64_t now_ms(void)
 {
@@ -1330,21 +1352,21 @@ static uint64_t write_due(void)
 	uint64_t now = now_ms(), next = UINT64_MAX, n;
 	struct wp_inode *wi, *following;
 
-	if (!atomic_load(&buffered_handles))
+	if (!atomic_load(&pipes.buffered_handles))
 		return next;
-	pthread_mutex_lock(&reg_lock);
+	pthread_mutex_lock(&pipes.reg_lock);
 	for (size_t b = 0; b < NBUCKETS; b++) {
-		for (wi = buckets[b]; wi; wi = following) {
+		for (wi = pipes.buckets[b]; wi; wi = following) {
 			wi->refs++;
-			pthread_mutex_unlock(&reg_lock);
+			pthread_mutex_unlock(&pipes.reg_lock);
 			n = write_due_wi(wi, now);
 			next = n < next ? n : next;
-			pthread_mutex_lock(&reg_lock);
+			pthread_mutex_lock(&pipes.reg_lock);
 			following = wi->next;
 			wi_put_locked(wi);
 		}
 	}
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&pipes.reg_lock);
 	return next;
 }
 
@@ -1355,22 +1377,22 @@ static void *flusher_main(void *arg)
 
 	(void)arg;
 	for (;;) {
-		atomic_store(&expiry.next, 0); /* every arming kicks meanwhile */
-		pthread_mutex_lock(&expiry.lock);
-		expiry.kicked = false;
-		pthread_mutex_unlock(&expiry.lock);
+		atomic_store(&pipes.expiry.next, 0); /* every arming kicks meanwhile */
+		pthread_mutex_lock(&pipes.expiry.lock);
+		pipes.expiry.kicked = false;
+		pthread_mutex_unlock(&pipes.expiry.lock);
 		next = write_due();
-		pthread_mutex_lock(&expiry.lock);
-		atomic_store(&expiry.next, next);
-		if (!expiry.kicked && next == UINT64_MAX) {
-			pthread_cond_wait(&expiry.cv, &expiry.lock);
-		} else if (!expiry.kicked) {
+		pthread_mutex_lock(&pipes.expiry.lock);
+		atomic_store(&pipes.expiry.next, next);
+		if (!pipes.expiry.kicked && next == UINT64_MAX) {
+			pthread_cond_wait(&pipes.expiry.cv, &pipes.expiry.lock);
+		} else if (!pipes.expiry.kicked) {
 			/* The condition variable's clock is CLOCK_MONOTONIC too. */
 			ts.tv_sec = (time_t)(next / 1000);
 			ts.tv_nsec = (long)(next % 1000) * 1000000;
-			pthread_cond_timedwait(&expiry.cv, &expiry.lock, &ts);
+			pthread_cond_timedwait(&pipes.expiry.cv, &pipes.expiry.lock, &ts);
 		}
-		pthread_mutex_unlock(&expiry.lock);
+		pthread_mutex_unlock(&pipes.expiry.lock);
 	}
 	return NULL;
 }
@@ -1383,7 +1405,7 @@ static void expiry_start(void)
 
 	pthread_condattr_init(&attr);
 	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(&expiry.cv, &attr);
+	pthread_cond_init(&pipes.expiry.cv, &attr);
 	pthread_condattr_destroy(&attr);
 	/* Signals are for libfuse's threads. */
 	sigfillset(&all);
@@ -1404,12 +1426,12 @@ static void expiry_arm(struct wpipe *wp)
 		return;
 	due = now_ms() + wp->expire_ms;
 	atomic_store(&wp->due, due);
-	pthread_once(&expiry.once, expiry_start);
+	pthread_once(&pipes.expiry.once, expiry_start);
 	/* Sooner than the flusher's plan, or while it scans: tell it. */
-	if (due >= atomic_load(&expiry.next))
+	if (due >= atomic_load(&pipes.expiry.next))
 		return;
-	pthread_mutex_lock(&expiry.lock);
-	expiry.kicked = true;
-	pthread_cond_signal(&expiry.cv);
-	pthread_mutex_unlock(&expiry.lock);
+	pthread_mutex_lock(&pipes.expiry.lock);
+	pipes.expiry.kicked = true;
+	pthread_cond_signal(&pipes.expiry.cv);
+	pthread_mutex_unlock(&pipes.expiry.lock);
 }

@@ -1101,18 +1101,20 @@ void config_summary(const struct dcfs_config *cfg, char *buf, size_t size)
  * reference for as long as it decides (policy.c), so a reload never frees
  * a config in use.
  */
-static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct dcfs_config *current;
+static struct {
+	pthread_mutex_t config_lock;
+	struct dcfs_config *current;
+} installed = { .config_lock = PTHREAD_MUTEX_INITIALIZER };
 
 void config_install(struct dcfs_config *cfg)
 {
 	struct dcfs_config *old;
 
 	cfg->refs = 1;
-	pthread_mutex_lock(&config_lock);
-	old = current;
-	current = cfg;
-	pthread_mutex_unlock(&config_lock);
+	pthread_mutex_lock(&installed.config_lock);
+	old = installed.current;
+	installed.current = cfg;
+	pthread_mutex_unlock(&installed.config_lock);
 	if (old)
 		config_put(old);
 }
@@ -1121,11 +1123,11 @@ struct dcfs_config *config_get(void)
 {
 	struct dcfs_config *cfg;
 
-	pthread_mutex_lock(&config_lock);
-	cfg = current;
+	pthread_mutex_lock(&installed.config_lock);
+	cfg = installed.current;
 	if (cfg)
 		cfg->refs++;
-	pthread_mutex_unlock(&config_lock);
+	pthread_mutex_unlock(&installed.config_lock);
 	return cfg;
 }
 
@@ -1133,9 +1135,9 @@ void config_put(struct dcfs_config *cfg)
 {
 	bool last;
 
-	pthread_mutex_lock(&config_lock);
+	pthread_mutex_lock(&installed.config_lock);
 	last = --cfg->refs == 0;
-	pthread_mutex_unlock(&config_lock);
+	pthread_mutex_unlock(&installed.config_lock);
 	if (last)
 		config_free(cfg);
 }

@@ -39,40 +39,45 @@ struct reload_job {
 	struct cfg_errors errs;
 };
 
-static pthread_t reload_thread;
-static pthread_mutex_t reload_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t reload_cond = PTHREAD_COND_INITIALIZER;
-static bool stopping;		 /* reload_stop() was called */
-static struct reload_job *running; /* a loader that has not finished */
-
-/*
- * The last failed reload, shown where an admin looks without syslog: the
- * root's user.dcfs.policy, `dcfs stat` and its JSON.  Cleared by the next
- * reload that succeeds.
- */
 static struct {
-	pthread_mutex_t lock;
-	bool failed;
-	time_t when;
-	char why[256];
-	unsigned long failures;
-} last = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	pthread_t reload_thread;
+	pthread_mutex_t reload_lock;
+	pthread_cond_t reload_cond;
+	bool stopping;		   /* reload_stop() was called */
+	struct reload_job *running; /* a loader that has not finished */
+	/*
+	 * The last failed reload, shown where an admin looks without syslog:
+	 * the root's user.dcfs.policy, `dcfs stat` and its JSON.  Cleared by
+	 * the next reload that succeeds.
+	 */
+	struct {
+		pthread_mutex_t lock;
+		bool failed;
+		time_t when;
+		char why[256];
+		unsigned long failures;
+	} last;
+} rl = {
+	.reload_lock = PTHREAD_MUTEX_INITIALIZER,
+	.reload_cond = PTHREAD_COND_INITIALIZER,
+	.last = { .lock = PTHREAD_MUTEX_INITIALIZER },
+};
 
 static void note_failure(const char *why)
 {
-	pthread_mutex_lock(&last.lock);
-	last.failed = true;
-	last.when = time(NULL);
-	last.failures++;
-	snprintf(last.why, sizeof(last.why), "%s", why);
-	pthread_mutex_unlock(&last.lock);
+	pthread_mutex_lock(&rl.last.lock);
+	rl.last.failed = true;
+	rl.last.when = time(NULL);
+	rl.last.failures++;
+	snprintf(rl.last.why, sizeof(rl.last.why), "%s", why);
+	pthread_mutex_unlock(&rl.last.lock);
 }
 
 static void note_success(void)
 {
-	pthread_mutex_lock(&last.lock);
-	last.failed = false;
-	pthread_mutex_unlock(&last.lock);
+	pthread_mutex_lock(&rl.last.lock);
+	rl.last.failed = false;
+	pthread_mutex_unlock(&rl.last.lock);
 }
 
 /* "failed at 2026-12-03T10:00:00Z: why"; false if the last reload did not fail. */
@@ -82,14 +87,14 @@ bool reload_failure(char *buf, size_t size)
 	struct tm tm;
 	bool failed;
 
-	pthread_mutex_lock(&last.lock);
-	failed = last.failed;
+	pthread_mutex_lock(&rl.last.lock);
+	failed = rl.last.failed;
 	if (failed) {
-		gmtime_r(&last.when, &tm);
+		gmtime_r(&rl.last.when, &tm);
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-		snprintf(buf, size, "failed at %s: %s", when, last.why);
+		snprintf(buf, size, "failed at %s: %s", when, rl.last.why);
 	}
-	pthread_mutex_unlock(&last.lock);
+	pthread_mutex_unlock(&rl.last.lock);
 	return failed;
 }
 
@@ -97,9 +102,9 @@ void reload_stats(struct reload_stats *st)
 {
 	st->error[0] = '\0';
 	st->failed = reload_failure(st->error, sizeof(st->error));
-	pthread_mutex_lock(&last.lock);
-	st->failures = last.failures;
-	pthread_mutex_unlock(&last.lock);
+	pthread_mutex_lock(&rl.last.lock);
+	st->failures = rl.last.failures;
+	pthread_mutex_unlock(&rl.last.lock);
 }
 
 static void job_free(struct reload_job *job)
@@ -209,15 +214,15 @@ static void *loader_main(void *arg)
 	int ret = load_isolated(job->path, &cfg, &errs);
 	bool abandoned;
 
-	pthread_mutex_lock(&reload_lock);
+	pthread_mutex_lock(&rl.reload_lock);
 	job->ret = ret;
 	job->cfg = cfg;
 	job->errs = errs;
 	job->done = true;
-	running = NULL;
+	rl.running = NULL;
 	abandoned = job->abandoned;
-	pthread_cond_broadcast(&reload_cond);
-	pthread_mutex_unlock(&reload_lock);
+	pthread_cond_broadcast(&rl.reload_cond);
+	pthread_mutex_unlock(&rl.reload_lock);
 	if (abandoned) {
 		log_warn("the abandoned reload of %s finished late: result discarded\n",
 			 job->path);
@@ -234,7 +239,7 @@ static struct reload_job *job_start(void)
 	pthread_t tid;
 	int err;
 
-	if (running) {
+	if (rl.running) {
 		log_err("reload of %s failed: the previous reload has not finished yet\n",
 			dcfs.opt.config);
 		note_failure("the previous reload has not finished yet");
@@ -261,7 +266,7 @@ static struct reload_job *job_start(void)
 		free(job);
 		return NULL;
 	}
-	running = job;
+	rl.running = job;
 	return job;
 }
 
@@ -272,8 +277,8 @@ static bool job_wait(struct reload_job *job)
 
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += RELOAD_TIMEOUT_S;
-	while (!job->done && !stopping)
-		if (pthread_cond_timedwait(&reload_cond, &reload_lock,
+	while (!job->done && !rl.stopping)
+		if (pthread_cond_timedwait(&rl.reload_cond, &rl.reload_lock,
 					   &deadline) == ETIMEDOUT)
 			break;
 	if (job->done)
@@ -293,10 +298,10 @@ static void reload(void)
 		log_info("SIGHUP: no config file to reload\n");
 		return;
 	}
-	pthread_mutex_lock(&reload_lock);
+	pthread_mutex_lock(&rl.reload_lock);
 	job = job_start();
 	done = job && job_wait(job);
-	pthread_mutex_unlock(&reload_lock);
+	pthread_mutex_unlock(&rl.reload_lock);
 	if (!job)
 		return;
 	if (!done) {
@@ -351,7 +356,7 @@ int reload_start(void)
 	sigaddset(&set, SIGUSR2); /* reload_stop() */
 	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
 		return -EINVAL;
-	if (pthread_create(&reload_thread, NULL, reload_main, &set) != 0)
+	if (pthread_create(&rl.reload_thread, NULL, reload_main, &set) != 0)
 		return -EAGAIN;
 	return 0;
 }
@@ -361,14 +366,14 @@ bool reload_stop(void)
 {
 	bool stuck;
 
-	pthread_mutex_lock(&reload_lock);
-	stopping = true;
-	pthread_cond_broadcast(&reload_cond);
-	pthread_mutex_unlock(&reload_lock);
-	pthread_kill(reload_thread, SIGUSR2);
-	pthread_join(reload_thread, NULL);
-	pthread_mutex_lock(&reload_lock);
-	stuck = running != NULL;
-	pthread_mutex_unlock(&reload_lock);
+	pthread_mutex_lock(&rl.reload_lock);
+	rl.stopping = true;
+	pthread_cond_broadcast(&rl.reload_cond);
+	pthread_mutex_unlock(&rl.reload_lock);
+	pthread_kill(rl.reload_thread, SIGUSR2);
+	pthread_join(rl.reload_thread, NULL);
+	pthread_mutex_lock(&rl.reload_lock);
+	stuck = rl.running != NULL;
+	pthread_mutex_unlock(&rl.reload_lock);
 	return stuck;
 }

@@ -85,12 +85,14 @@ static struct {
 } pool = { .lock = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT };
 
 /* This thread's block, and what its current request left in it. */
-static __thread struct reqbuf *cur;
 static __thread struct {
-	const struct fuse_in_header *hdr; /* NULL: nothing in the block */
-	uint64_t unique;
-	uint32_t size;
-} note;
+	struct reqbuf *cur;
+	struct {
+		const struct fuse_in_header *hdr; /* NULL: nothing in the block */
+		uint64_t unique;
+		uint32_t size;
+	} note;
+} self;
 
 static char *data_of(struct reqbuf *rb)
 {
@@ -158,25 +160,25 @@ ssize_t reqbuf_read(int fd, void *buf, size_t len)
 	ssize_t n;
 	size_t rest;
 
-	note.hdr = NULL;
+	self.note.hdr = NULL;
 	if (len <= HDR || len - HDR > DATA_CAP)
 		return read(fd, buf, len);
-	if (!cur)
-		cur = block_get();
-	if (!cur)
+	if (!self.cur)
+		self.cur = block_get();
+	if (!self.cur)
 		return read(fd, buf, len); /* no memory: libfuse's buffer */
 	iov[0] = (struct iovec){ buf, HDR };
-	iov[1] = (struct iovec){ data_of(cur), len - HDR };
+	iov[1] = (struct iovec){ data_of(self.cur), len - HDR };
 	n = readv(fd, iov, 2);
 	if (n <= (ssize_t)HDR)
 		return n;
 	rest = (size_t)n - HDR;
 	if (in->opcode == FUSE_WRITE && w->size == rest) {
-		note.hdr = in;
-		note.unique = in->unique;
-		note.size = w->size;
+		self.note.hdr = in;
+		self.note.unique = in->unique;
+		self.note.size = w->size;
 	} else {
-		memcpy((char *)buf + HDR, data_of(cur), rest);
+		memcpy((char *)buf + HDR, data_of(self.cur), rest);
 	}
 	return n;
 }
@@ -184,16 +186,16 @@ ssize_t reqbuf_read(int fd, void *buf, size_t len)
 /* Is this thread's noted request the WRITE whose data libfuse put at mem? */
 static bool noted(const void *mem, size_t size)
 {
-	return note.hdr && cur && mem == (const char *)note.hdr + HDR &&
-	       size == note.size && note.hdr->unique == note.unique &&
-	       note.hdr->opcode == FUSE_WRITE;
+	return self.note.hdr && self.cur && mem == (const char *)self.note.hdr + HDR &&
+	       size == self.note.size && self.note.hdr->unique == self.note.unique &&
+	       self.note.hdr->opcode == FUSE_WRITE;
 }
 
 int reqbuf_locate(struct fuse_bufvec *in)
 {
 	struct fuse_buf *b = &in->buf[0];
 
-	if (!note.hdr)
+	if (!self.note.hdr)
 		return 0;
 	if (in->count != 1 || (b->flags & FUSE_BUF_IS_FD) ||
 	    !noted(b->mem, b->size)) {
@@ -204,22 +206,22 @@ int reqbuf_locate(struct fuse_bufvec *in)
 		 * 2.6.26), whose WRITE header is HDR bytes.
 		 */
 		log_err("write request %llu: data not where expected\n",
-			(unsigned long long)note.unique);
-		note.hdr = NULL;
+			(unsigned long long)self.note.unique);
+		self.note.hdr = NULL;
 		return -EIO;
 	}
-	b->mem = data_of(cur);
+	b->mem = data_of(self.cur);
 	return 0;
 }
 
 struct reqbuf *reqbuf_adopt(const void *data, size_t len)
 {
-	struct reqbuf *rb = cur;
+	struct reqbuf *rb = self.cur;
 
-	if (!note.hdr || !rb || data != data_of(rb) || len != note.size)
+	if (!self.note.hdr || !rb || data != data_of(rb) || len != self.note.size)
 		return NULL;
-	note.hdr = NULL;
-	cur = NULL;
+	self.note.hdr = NULL;
+	self.cur = NULL;
 	pthread_setspecific(pool.key, NULL);
 	return rb;
 }
