@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 Suite *policy_suite(void); /* test_policy.c */
-Suite *stream_suite(void); /* test_stream.c */
+Suite *stream_suite(void); /* test_stream*.c */
 Suite *security_suite(void); /* test_security.c */
 Suite *scale_suite(void); /* test_scale.c */
 Suite *ops_suite(void); /* test_ops.c */

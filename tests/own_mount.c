@@ -118,12 +118,23 @@ int own_mount_stop(struct own_mount *m, char *err, size_t errlen)
 	return ret;
 }
 
+void own_mount_ck_with(struct own_mount *m, const char *tag, const char *conf,
+		       const struct own_mount_how *how)
+{
+	char err[512], exp[PATH_MAX];
+	const char *root = backing_root(how->fs, err, sizeof err);
+	ck_assert_msg(root != NULL, "backing fs: %s", err);
+	if (how->fresh) {
+		snprintf(exp, sizeof exp, "%s/export-%s", root, tag);
+		rm_rf(exp);
+	}
+	ck_assert_msg(own_mount_start_argv(m, root, tag, conf, how->opts, how->arg) == 0,
+		      "mount%s%s: %s", how->opts ? " -o " : "", how->opts ? how->opts : "", m->err);
+}
+
 void own_mount_ck(struct own_mount *m, enum fs_kind fs, const char *tag, const char *conf)
 {
-	char err[512];
-	const char *root = backing_root(fs, err, sizeof err);
-	ck_assert_msg(root != NULL, "backing fs: %s", err);
-	ck_assert_msg(own_mount_start(m, root, tag, conf) == 0, "mount: %s", m->err);
+	own_mount_ck_with(m, tag, conf, &(struct own_mount_how){ .fs = fs });
 }
 
 void own_unmount_ck(struct own_mount *m)
@@ -371,4 +382,14 @@ void expect_cli_error(const char *what, const char *mnt, char *const argv[])
 		      count_lines(err), err);
 	ck_assert_msg(!is_mounted(mnt, NULL, 0), "%s: %s got mounted anyway", what, mnt);
 	ck_assert_msg(strlen(err) > 5, "%s: uninformative message '%s'", what, err);
+}
+
+long long stats_wait_ge(const char *mnt, const char *cls, const char *key, long long want,
+			double timeout_s)
+{
+	double t0 = now_s();
+	long long v;
+	while ((v = stats_get(mnt, cls, key)) < want && now_s() - t0 < timeout_s * deadline_scale())
+		sleep_ms(20);
+	return v;
 }

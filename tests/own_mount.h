@@ -7,6 +7,7 @@
 
 #include "harness.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct own_mount {
@@ -36,6 +37,15 @@ int own_mount_stop(struct own_mount *m, char *err, size_t errlen);
  * on an error. */
 void own_mount_ck(struct own_mount *m, enum fs_kind fs, const char *tag, const char *conf);
 void own_unmount_ck(struct own_mount *m);
+/* How own_mount_ck_with() mounts; all zero: ext4, as own_mount_ck(). */
+struct own_mount_how {
+	enum fs_kind fs;
+	const char *opts; /* more -o options (comma separated), or NULL */
+	const char *arg;  /* one more command-line argument (such as "-s"), or NULL */
+	bool fresh;	  /* the exported dir starts empty */
+};
+void own_mount_ck_with(struct own_mount *m, const char *tag, const char *conf,
+		       const struct own_mount_how *how);
 /* Best-effort: lazy unmount and kill (fixture teardown). */
 void own_mount_kill(struct own_mount *m);
 /* Rewrite the config and SIGHUP the daemon; waits until the daemon has
@@ -48,6 +58,9 @@ int count_str(const char *hay, const char *needle);
 char *xattr_str(const char *path, const char *name);
 /* Counter cls.key from user.dcfs.stats of mnt, -1 if not found. */
 long long stats_get(const char *mnt, const char *cls, const char *key);
+/* Polls stats_get() until it is at least want (timeout scaled); the last value. */
+long long stats_wait_ge(const char *mnt, const char *cls, const char *key, long long want,
+			double timeout_s);
 /* Resident pages of fd (whole file), or -1. */
 long long resident_pages(int fd);
 long long resident_range(int fd, uint64_t off, uint64_t len);

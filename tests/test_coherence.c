@@ -140,16 +140,8 @@ static void co_begin(const char *name)
 }
 #define CO_BEGIN() co_begin(__func__)
 
-static char cbuf[16][PATH_MAX];
-static int cidx;
-static const char *cjoin(const char *base, const char *rel)
-{
-	char *b = cbuf[cidx++ % 16];
-	snprintf(b, PATH_MAX, "%s/%s", base, rel);
-	return b;
-}
-#define CMNT(rel) cjoin(g_cm.mnt, rel)
-#define CEXP(rel) cjoin(g_cm.exp, rel)
+#define CMNT(rel) path_at(g_cm.mnt, "%s", rel)
+#define CEXP(rel) path_at(g_cm.exp, "%s", rel)
 
 /* open(2) as a process named comm, whose [process] rule picks the class. */
 static int open_named(const char *path, int flags, const char *comm)

@@ -107,16 +107,6 @@ END_TEST
 
 static struct own_mount g_im;
 
-static void im_mount(const char *tag, const char *conf)
-{
-	own_mount_ck(&g_im, FS_EXT4, tag, conf);
-}
-
-static void im_unmount(void)
-{
-	own_unmount_ck(&g_im);
-}
-
 static void im_teardown(void)
 {
 	own_mount_kill(&g_im);
@@ -124,7 +114,7 @@ static void im_teardown(void)
 
 START_TEST(cli_already_mounted_first)
 {
-	im_mount("inst-twice", "[global]\ndefault = cache\n");
+	own_mount_ck(&g_im, FS_EXT4, "inst-twice", "[global]\ndefault = cache\n");
 	char p[PATH_MAX], out[4096];
 	snprintf(p, sizeof p, "%s/f", g_im.mnt);
 	ck_assert_int_eq(write_file(p, "x", 1, 0644), 0);
@@ -134,7 +124,7 @@ START_TEST(cli_already_mounted_first)
 	snprintf(want, sizeof want, "dcfs: %s is already mounted by dcfs\n", g_im.mnt);
 	ck_assert_msg(strncmp(out, want, strlen(want)) == 0 && !strstr(out, "nonempty"),
 		      "expected only '%s', got: %s", want, out);
-	im_unmount();
+	own_unmount_ck(&g_im);
 }
 END_TEST
 
@@ -161,7 +151,7 @@ START_TEST(cli_stat_usage_and_width)
 	rc = run_cmd(out, sizeof out, "'%s' --help", g_dcfs_bin);
 	ck_assert_msg(rc == 0 && strstr(out, "--count") && strstr(out, "--wide"),
 		      "dcfs --help lacks stat's options: %s", out);
-	im_mount("inst-stat", "[global]\ndefault = cache\n[class video]\nextensions = mkv\n"
+	own_mount_ck(&g_im, FS_EXT4, "inst-stat", "[global]\ndefault = cache\n[class video]\nextensions = mkv\n"
 			      "policy = dontcache\n");
 	rc = run_cmd(out, sizeof out, "'%s' stat --watch 0.05 '%s' 2>&1", g_dcfs_bin, g_im.mnt);
 	ck_assert_msg(rc == 2 && strstr(out, "0.1"), "--watch 0.05 should name the minimum: %d: %s",
@@ -177,14 +167,14 @@ START_TEST(cli_stat_usage_and_width)
 	ck_assert_msg(rc == 0 && strstr(out, "written_kernel") && strstr(out, "dropped_behind") &&
 			      strstr(out, "adopted"),
 		      "dcfs stat --wide: %d: %s", rc, out);
-	im_unmount();
+	own_unmount_ck(&g_im);
 }
 END_TEST
 
 START_TEST(cli_failed_reload_visible)
 {
 	const char *good = "[global]\ndefault = cache\n";
-	im_mount("inst-reload", good);
+	own_mount_ck(&g_im, FS_EXT4, "inst-reload", good);
 	ck_assert_int_eq(own_reload(&g_im, "[global]\ndefault = nonsense\n"), 0);
 	char *pol = xattr_str(g_im.mnt, "user.dcfs.policy");
 	ck_assert_msg(pol && strstr(pol, "last reload failed at ") && strstr(pol, ":2:"),
@@ -206,7 +196,7 @@ START_TEST(cli_failed_reload_visible)
 	ck_assert_msg(json && strstr(json, "\"reload\":{\"failures\":1,\"last_failed\":false"),
 		      "JSON: %s", json);
 	free(json);
-	im_unmount();
+	own_unmount_ck(&g_im);
 }
 END_TEST
 
@@ -220,7 +210,7 @@ END_TEST
  */
 START_TEST(film_cp_leaves_nothing_cached)
 {
-	im_mount("inst-cp", "[global]\ndefault = cache\nmin_size = 0\n"
+	own_mount_ck(&g_im, FS_EXT4, "inst-cp", "[global]\ndefault = cache\nmin_size = 0\n"
 			    "[class video]\nextensions = mkv\npolicy = dontcache\n");
 	size_t len = 64u << 20;
 	char *m = malloc(len);
@@ -265,7 +255,7 @@ START_TEST(film_cp_leaves_nothing_cached)
 	ck_assert_msg(p && atol(p + 18) > before, "no server-side copy for the cache class: %s", json);
 	free(json);
 	free(m);
-	im_unmount();
+	own_unmount_ck(&g_im);
 }
 END_TEST
 
@@ -366,12 +356,12 @@ START_TEST(docs_cover_stats)
 	for (int i = 0; i < n; i++)
 		must_mention(dcfs8, "dcfs(8) (JSON)", w[i]);
 	/* top-level JSON objects and the keys of each, as the daemon prints them */
-	im_mount("inst-docs", "[global]\ndefault = cache\n");
+	own_mount_ck(&g_im, FS_EXT4, "inst-docs", "[global]\ndefault = cache\n");
 	char *json = xattr_str(g_im.mnt, "user.dcfs.stats");
 	char *prom = xattr_str(g_im.mnt, "user.dcfs.stats.prometheus");
 	ck_assert_ptr_nonnull(json);
 	ck_assert_ptr_nonnull(prom);
-	im_unmount();
+	own_unmount_ck(&g_im);
 	/* keys only; the per-opcode counts of "requests" are FUSE's own names */
 	const char *rq = strstr(json, "\"requests\":{");
 	const char *rq_end = rq ? strchr(rq, '}') : NULL;

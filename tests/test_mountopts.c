@@ -109,12 +109,8 @@ static void mo_teardown(void)
 /* opts more -o options, arg one more argument (or NULL). */
 static void mo_mount(const char *tag, const char *opts, const char *arg)
 {
-	char err[512];
-	const char *root = backing_root(FS_EXT4, err, sizeof err);
-	ck_assert_msg(root != NULL, "backing fs: %s", err);
-	ck_assert_msg(own_mount_start_argv(&g_mo, root, tag, "[global]\ndefault = cache\n", opts,
-					   arg) == 0,
-		      "mount -o %s: %s", opts, g_mo.err);
+	own_mount_ck_with(&g_mo, tag, "[global]\ndefault = cache\n",
+			  &(struct own_mount_how){ .opts = opts, .arg = arg });
 }
 
 #define mo_path(side, name) path_at(side, "%s", name)

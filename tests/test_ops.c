@@ -22,23 +22,10 @@ static struct own_mount g_o;
 #define OM(...) path_at(g_o.mnt, __VA_ARGS__)
 #define OE(rel) path_at(g_o.exp, "%s", rel)
 
+/* On ext4, the export emptied first. */
 static void ops_mount(const char *tag, const char *conf, const char *opts)
 {
-	char err[512];
-	const char *root = backing_root(FS_EXT4, err, sizeof err);
-	ck_assert_msg(root != NULL, "backing fs: %s", err);
-	char exp[PATH_MAX];
-	snprintf(exp, sizeof exp, "%s/export-%s", root, tag);
-	rm_rf(exp);
-	int rc = own_mount_start_opts(&g_o, root, tag, conf, opts);
-	ck_assert_msg(rc == 0, "mount: %s", g_o.err);
-}
-
-static void ops_unmount(void)
-{
-	char err[2048];
-	int rc = own_mount_stop(&g_o, err, sizeof err);
-	ck_assert_msg(rc == 0, "unmount: %s", err);
+	own_mount_ck_with(&g_o, tag, conf, &(struct own_mount_how){ .opts = opts, .fresh = true });
 }
 
 /* The daemon exited by itself: status 0, unmounted, clean log. */
@@ -450,7 +437,7 @@ START_TEST(ops_watch)
 	ck_assert_msg(opens >= 1, "no open counted:\n%s", out);
 	fprintf(stderr, "ops_watch: rates add up to %.1f MiB of 32\n", mib);
 	free(out);
-	ops_unmount();
+	own_unmount_ck(&g_o);
 }
 END_TEST
 
@@ -718,7 +705,7 @@ START_TEST(ops_prometheus_matches_json)
 	ck_assert_msg(rc == 1 && strstr(out, "root only"), "--prometheus as a user: %d: %s", rc,
 		      out);
 	close(fd);
-	ops_unmount();
+	own_unmount_ck(&g_o);
 }
 END_TEST
 
@@ -831,7 +818,7 @@ START_TEST(ops_files_root_and_user)
 		ck_assert_int_eq(dcfs_stat_as(0, 0, out, sizeof out, 10, fa), 0);
 	} while (strstr(out, g_o.mnt) && now_s() < end);
 	ck_assert_msg(!strstr(out, g_o.mnt), "closed files still listed:\n%s", out);
-	ops_unmount();
+	own_unmount_ck(&g_o);
 }
 END_TEST
 

@@ -44,22 +44,18 @@ static void limit_fds(rlim_t n)
 
 static void scale_mount(const char *tag)
 {
-	char err[512];
-	const char *root = backing_root(FS_XFS, err, sizeof err);
-	ck_assert_msg(root != NULL, "backing fs: %s", err);
 	limit_fds(SCALE_FDS);
-	ck_assert_msg(own_mount_start(&g_s, root, tag, "[global]\ndefault = cache\n") == 0,
-		      "mount: %s", g_s.err);
+	own_mount_ck_with(&g_s, tag, "[global]\ndefault = cache\n",
+			  &(struct own_mount_how){ .fs = FS_XFS });
 }
 
 static void scale_unmount(void)
 {
-	char err[2048];
 	char *log = read_file_str(g_s.d.log);
 	ck_assert_msg(!strstr(log, "out of file descriptors") && !strstr(log, "EMFILE"),
 		      "daemon ran out of fds: %.2000s", log);
 	free(log);
-	ck_assert_msg(own_mount_stop(&g_s, err, sizeof err) == 0, "unmount: %s", err);
+	own_unmount_ck(&g_s);
 }
 
 /* Counts entries below dir and sums their inode numbers (a fingerprint

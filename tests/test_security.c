@@ -39,46 +39,19 @@ static double race_seconds(void)
 
 static struct own_mount g_m;
 
+/* The test's mount in the variant's options (and more), its export emptied. */
 static void sec_mount(const char *name, int variant, const char *more_opts)
 {
-	char err[512], tag[128], opts[256];
-	const char *root = backing_root(FS_EXT4, err, sizeof err);
-	ck_assert_msg(root != NULL, "backing fs: %s", err);
+	char tag[128], opts[256];
 	snprintf(tag, sizeof tag, "sec-%s%s", name, variant_names[variant]);
 	snprintf(opts, sizeof opts, "%s%s%s", variant_opts[variant] ? variant_opts[variant] : "",
 		 variant_opts[variant] && more_opts ? "," : "", more_opts ? more_opts : "");
-	char exp[PATH_MAX];
-	snprintf(exp, sizeof exp, "%s/export-%s", root, tag);
-	rm_rf(exp);
-	int rc = own_mount_start_opts(&g_m, root, tag, "[global]\ndefault = cache\n",
-				      opts[0] ? opts : NULL);
-	ck_assert_msg(rc == 0, "mount: %s", g_m.err);
+	own_mount_ck_with(&g_m, tag, "[global]\ndefault = cache\n",
+			  &(struct own_mount_how){ .opts = opts[0] ? opts : NULL, .fresh = true });
 }
 
-static void sec_unmount(void)
-{
-	char err[2048];
-	int rc = own_mount_stop(&g_m, err, sizeof err);
-	ck_assert_msg(rc == 0, "unmount: %s", err);
-}
-
-static const char *EXPP(const char *rel)
-{
-	static char b[8][PATH_MAX];
-	static int i;
-	char *p = b[i++ % 8];
-	snprintf(p, PATH_MAX, "%s/%s", g_m.exp, rel);
-	return p;
-}
-
-static const char *MNTP(const char *rel)
-{
-	static char b[8][PATH_MAX];
-	static int i;
-	char *p = b[i++ % 8];
-	snprintf(p, PATH_MAX, "%s/%s", g_m.mnt, rel);
-	return p;
-}
+#define EXPP(rel) path_at(g_m.exp, "%s", rel)
+#define MNTP(rel) path_at(g_m.mnt, "%s", rel)
 
 /* Fork a child that drops to uid/gid (no supplementary groups) and runs
  * fn(arg) until it returns; its return value is the exit status. */
@@ -184,7 +157,7 @@ static void create_chmod_race(int variant)
 	/* Whatever the attacker created belongs to the attacker. */
 	if (lstat(EXPP("att/x"), &st) == 0 && !S_ISLNK(st.st_mode))
 		ck_assert_msg(st.st_uid == ATTACKER, "attacker's x owned by %u", st.st_uid);
-	sec_unmount();
+	own_unmount_ck(&g_m);
 }
 
 START_TEST(sec_create_chmod_race)
@@ -263,7 +236,7 @@ static void create_open_race(int variant)
 	ck_assert_msg(data && len == 12 && memcmp(data, "victim data\n", 12) == 0,
 		      "victim's file was changed (%zu bytes)", data ? len : 0);
 	free(data);
-	sec_unmount();
+	own_unmount_ck(&g_m);
 }
 
 START_TEST(sec_create_open_race)
@@ -311,7 +284,7 @@ START_TEST(sec_open_stale_attrs)
 		      res_str(r));
 	OK(stat(EXPP("f"), &st));
 	ck_assert_int_eq(st.st_size, 8);
-	sec_unmount();
+	own_unmount_ck(&g_m);
 }
 END_TEST
 
@@ -394,7 +367,7 @@ START_TEST(sec_cross_user_links_renames)
 	ck_assert_int_eq(st.st_nlink, 1);
 	OK(stat(EXPP("tmp/vfile"), &st));
 	ck_assert_int_eq(st.st_uid, VICTIM);
-	sec_unmount();
+	own_unmount_ck(&g_m);
 }
 END_TEST
 
@@ -450,7 +423,7 @@ START_TEST(sec_created_objects_owned_by_caller)
 	OK(stat(MNTP("adir/f"), &sm));
 	ck_assert_int_eq(sm.st_ino, st.st_ino);
 	ck_assert_int_eq(sm.st_mode, st.st_mode);
-	sec_unmount();
+	own_unmount_ck(&g_m);
 }
 END_TEST
 
@@ -547,7 +520,7 @@ START_TEST(sec_no_search_and_exec_only)
 		expect_as(exec_path, "x700", EACCES, "exec");
 		expect_as(open_path, "x700", EACCES, "open");
 	}
-	sec_unmount();
+	own_unmount_ck(&g_m);
 }
 END_TEST
 
@@ -688,7 +661,7 @@ START_TEST(sec_unpriv_probes_like_native)
 	}
 	ck_assert_msg(!diffs[0], "as uid %d, dcfs%s answers differently:%s", ATTACKER,
 		      variant_names[_i], diffs);
-	sec_unmount();
+	own_unmount_ck(&g_m);
 }
 END_TEST
 
@@ -742,7 +715,7 @@ START_TEST(sec_umask_acl_dev_fuse)
 			      "%s: native 0%o, through dcfs 0%o (seen through dcfs 0%o)", names[i],
 			      sa.st_mode, sb.st_mode, sm.st_mode);
 	}
-	sec_unmount();
+	own_unmount_ck(&g_m);
 }
 END_TEST
 
@@ -1099,7 +1072,7 @@ START_TEST(sec_lookup_into_own_mount)
 		      strerror(WEXITSTATUS(st) - 100));
 	struct stat sb;
 	OK(stat(MNTP("loop"), &sb));
-	sec_unmount();
+	own_unmount_ck(&g_m);
 }
 END_TEST
 
@@ -1196,7 +1169,7 @@ START_TEST(sec_reload_bad_inputs_keep_rules)
 	free(before);
 	unlink(g_m.conf);
 	ck_assert_int_eq(own_write_conf(g_m.conf, conf), 0);
-	sec_unmount();
+	own_unmount_ck(&g_m);
 }
 END_TEST
 
@@ -1450,7 +1423,7 @@ START_TEST(sec_virtual_xattrs_privacy)
 	p = xattr_str(g_m.mnt, "user.dcfs.stats");
 	ck_assert_ptr_nonnull(p);
 	free(p);
-	sec_unmount();
+	own_unmount_ck(&g_m);
 }
 END_TEST
 
