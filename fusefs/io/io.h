@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * fusefs/io/ -- The I/O strategies (io_plain, io_stream) chosen once per
- * open by io_select, and what they use: the write pipe, read-ahead, the
- * fallback window, drop-behind, kernel passthrough, the RWF_DONTCACHE probe,
- * the coherence model and FUSE cache invalidation.
+ * fusefs/io/ -- Open files and their I/O.  io.c is what the handlers call:
+ * the life of an open file (struct dcfs_file, declared here and nowhere
+ * below) and every request on it.  Behind it: the I/O strategies
+ * (io_plain, io_stream) chosen once per open by io_select, and what they
+ * use: the write pipe, read-ahead, the fallback window, drop-behind, kernel
+ * passthrough, the RWF_DONTCACHE probe, the coherence model and FUSE cache
+ * invalidation.
  */
 #ifndef DCFS_LAYER_IO_H
 #define DCFS_LAYER_IO_H
