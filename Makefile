@@ -182,7 +182,7 @@ FORMATTED := fusefs/core/nodeid.c fusefs/core/state.c fusefs/daemon/daemon.h \
 	fusefs/transport/wire.c \
 	include/dcfs_fuse_proto.h include/dcfs_version.h \
 	tests/own_mount.c tests/own_mount.h tests/test_config.c tests/test_dirs.c \
-	tests/test_mountopts.c
+	tests/test_mountopts.c fusefs/io/writebehind.c tests/test_hotset.c
 # Every tracked file whose first line runs sh, bash or dash.
 TRACKED = $(shell git ls-files 2>/dev/null | grep -v '\.png$$')
 SHELL_SCRIPTS = $(shell awk 'FNR == 1 { if (/^\#!.*[\/ ](ba|da)?sh( |$$)/) print FILENAME; nextfile }' $(TRACKED))

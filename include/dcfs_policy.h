@@ -74,6 +74,7 @@ struct dcfs_config {
 	bool prefetch;		  /* double-buffered read-ahead */
 	bool fuse_readahead;	  /* read-only streams through the FUSE cache */
 	bool passthrough_reads;	  /* ... or read by the kernel, dropped behind */
+	bool passthrough_writes;  /* write streams written by the kernel, written behind */
 	bool passthrough_uncached; /* streams: uncached I/O by the kernel */
 	bool force_fallback;	   /* streams: the fallback even with RWF_DONTCACHE */
 	uint64_t write_expire_ms; /* longest wait in a write buffer; 0: none */

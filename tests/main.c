@@ -29,6 +29,7 @@ Suite *coherence_suite(void); /* test_coherence.c */
 Suite *install_suite(void); /* test_install.c */
 Suite *config_suite(void); /* test_config.c */
 Suite *mountopts_suite(void); /* test_mountopts.c */
+Suite *hotset_suite(void); /* test_hotset.c */
 
 static const struct config configs[] = {
 	{ "ext4-dcfs", FS_EXT4, MM_DAEMON, NULL, NULL, 0 },
@@ -131,6 +132,7 @@ int main(void)
 		srunner_add_suite(sr, install_suite());
 		srunner_add_suite(sr, config_suite());
 		srunner_add_suite(sr, mountopts_suite());
+		srunner_add_suite(sr, hotset_suite());
 	}
 	if (!getenv("CK_FORK"))
 		srunner_set_fork_status(sr, CK_FORK);

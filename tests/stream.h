@@ -6,7 +6,7 @@
  * write engine: coalescing, one request per unaligned 1 MiB write, adopted
  * request buffers), test_stream_reads.c (fuse_readahead, passthrough_reads)
  * and test_stream_errors.c (ENOSPC, EDQUOT, deferred errors, EIO, set-id
- * bits, write errors).  Each file adds its tests to a TCase in the order
+ * bits, write errors, and the same for kernel-served writes).  Each file adds its tests to a TCase in the order
  * stream_suite() calls it. */
 #ifndef DCFS_TESTS_STREAM_H
 #define DCFS_TESTS_STREAM_H
@@ -19,15 +19,21 @@ enum skind { SK_EXT4, SK_XFS, SK_BTRFS };
 #define SLACK_PAGES 64
 #define BIG (64u << 20)
 
-/* Each TCase's config: one class per policy, auto below /auto. */
-#define STREAM_CONF                 \
+/*
+ * Each TCase's config: one class per policy, auto below /auto; the daemon's
+ * engine writes every stream (passthrough_writes = no), these are the
+ * engine's tests.  KW_CONF: the same with kernel-served writes (write
+ * streams on ext4 and xfs written by the kernel, io/writebehind.c).
+ */
+#define STREAM_GLOBAL \
 	"[global]\n" \
 	"default = cache\n" \
 	"min_size = 0\n" \
 	"auto_threshold = 1M\n" \
 	"window = 1M\n" \
 	"readahead = 256K\n" \
-	"writeback_limit = 4M\n" \
+	"writeback_limit = 4M\n"
+#define STREAM_CLASSES \
 	"\n" \
 	"[class video]\n" \
 	"extensions = mkv\n" \
@@ -47,6 +53,8 @@ enum skind { SK_EXT4, SK_XFS, SK_BTRFS };
 	"\n" \
 	"[dir /auto]\n" \
 	"policy = auto\n"
+#define STREAM_CONF STREAM_GLOBAL "passthrough_writes = no\n" STREAM_CLASSES
+#define KW_CONF STREAM_GLOBAL STREAM_CLASSES
 extern const char *const sk_names[];
 extern enum skind g_sk;		/* the TCase's backing filesystem */
 extern struct own_mount g_sm;	/* its daemon */

@@ -69,13 +69,17 @@ static const char SHIPPED_CONF[] =
 	"readahead = 4M\nprefetch = yes\npassthrough_reads = yes\n"
 	"passthrough_uncached = yes\nfuse_readahead = yes\nwriteback_limit = 8M\n"
 	"inflight = 8M\ninflight_mount = 64M\n" COH_RULES;
+/* Streamed: writes by the kernel with write-behind where it may (the default). */
 static const char STREAMED_CONF[] = "[global]\ndefault = dontcache\nmin_size = 0\n" COH_RULES;
+/* Streamed by the daemon's engine only. */
+static const char ENGINE_CONF[] =
+	"[global]\ndefault = dontcache\nmin_size = 0\npassthrough_writes = no\n" COH_RULES;
 static const char AUTO_CONF[] =
 	"[global]\ndefault = auto\nmin_size = 0\nauto_threshold = 1M\nreadahead = 256K\n" COH_RULES;
 
-enum cohkind { CO_SHIPPED, CO_STREAMED, CO_AUTO, CO_N };
-static const char *const co_names[] = { "coh-shipped", "coh-streamed", "coh-auto" };
-static const char *const co_confs[] = { SHIPPED_CONF, STREAMED_CONF, AUTO_CONF };
+enum cohkind { CO_SHIPPED, CO_STREAMED, CO_AUTO, CO_ENGINE, CO_N };
+static const char *const co_names[] = { "coh-shipped", "coh-streamed", "coh-auto", "coh-engine" };
+static const char *const co_confs[] = { SHIPPED_CONF, STREAMED_CONF, AUTO_CONF, ENGINE_CONF };
 static enum cohkind g_co;
 static struct own_mount g_cm;
 static char g_root[PATH_MAX]; /* the backing filesystem's root, for native references */
@@ -125,6 +129,7 @@ static void co_setup(enum cohkind k)
 static void co_setup_shipped(void) { co_setup(CO_SHIPPED); }
 static void co_setup_streamed(void) { co_setup(CO_STREAMED); }
 static void co_setup_auto(void) { co_setup(CO_AUTO); }
+static void co_setup_engine(void) { co_setup(CO_ENGINE); }
 static void co_teardown(void) { own_mount_kill(&g_cm); }
 
 static void co_begin(const char *name)
@@ -1555,6 +1560,14 @@ START_TEST(coh_zz_unmount)
 {
 	char err[2048];
 	ck_assert_msg(!g_cm.err[0], "setup failed: %s", g_cm.err);
+	/* Each mode was what the TCase says it covers, at least once. */
+	long long wb = stats_get(g_cm.mnt, "dontcache", "opened_write_behind");
+	printf("%s: %lld write streams served by the kernel with write-behind\n", co_names[g_co], wb);
+	fflush(stdout);
+	if (g_co == CO_STREAMED)
+		ck_assert_msg(wb > 0, "no write stream was served by the kernel (passthrough_writes)");
+	if (g_co == CO_ENGINE)
+		ck_assert_msg(wb == 0, "passthrough_writes = no, yet %lld kernel-served write streams", wb);
 	ck_assert_msg(own_mount_stop(&g_cm, err, sizeof err) == 0, "%s", err);
 }
 END_TEST
@@ -1562,7 +1575,8 @@ END_TEST
 Suite *coherence_suite(void)
 {
 	Suite *s = suite_create("coherence");
-	void (*setups[])(void) = { co_setup_shipped, co_setup_streamed, co_setup_auto };
+	void (*setups[])(void) = { co_setup_shipped, co_setup_streamed, co_setup_auto,
+				   co_setup_engine };
 	for (int k = 0; k < CO_N; k++) {
 		TCase *tc = tcase_create(co_names[k]);
 		tcase_add_unchecked_fixture(tc, setups[k], co_teardown);

@@ -444,7 +444,8 @@ static double wait_backing_size(const char *path, off_t size, double limit)
  */
 START_TEST(config_write_expire)
 {
-	const char *conf = "[global]\ndefault = dontcache\nmin_size = 0\nwrite_expire = 300ms\n";
+	const char *conf = "[global]\ndefault = dontcache\nmin_size = 0\npassthrough_writes = no\n"
+			   "write_expire = 300ms\n";
 	own_mount_ck(&g_cm, FS_EXT4, "cfg-expire", conf);
 	char m[PATH_MAX], b[PATH_MAX], buf[100];
 	memset(buf, 'e', sizeof buf);
@@ -463,7 +464,7 @@ START_TEST(config_write_expire)
 	close(fd);
 	/* 0: the data wait for a sync point, here the close */
 	ck_assert_int_eq(own_reload(&g_cm, "[global]\ndefault = dontcache\nmin_size = 0\n"
-					   "write_expire = 0\n"),
+					   "passthrough_writes = no\nwrite_expire = 0\n"),
 			 1);
 	fd = open(m, O_WRONLY | O_APPEND);
 	ck_assert_int_ge(fd, 0);
@@ -485,7 +486,7 @@ END_TEST
  */
 #define ENGINE                                                                  \
 	"[global]\ndefault = dontcache\nmin_size = 0\npassthrough_reads = no\n" \
-	"passthrough_uncached = no\nfuse_readahead = no\n"
+	"passthrough_uncached = no\npassthrough_writes = no\nfuse_readahead = no\n"
 
 /* Writes len bytes to rel through the mount in pieces of bs; the counter
  * key of class dontcache moved by how much. */

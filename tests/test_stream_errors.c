@@ -95,6 +95,84 @@ static int fill_fs(const char *path)
 	return fd;
 }
 
+/*
+ * Kernel-served writes fill a filesystem as a native writer does: the same
+ * write() answers (ENOSPC where the space ends, as the backing filesystem
+ * says it), close() 0, and what was acknowledged is in the file.
+ */
+static void wait_free_mb(const char *dir, unsigned mb);
+
+struct fill_result {
+	size_t written;
+	int werr, cret, cerr;
+};
+
+static void fill_through(const char *path, const unsigned char *src, size_t cap,
+			 struct fill_result *r)
+{
+	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
+	memset(r, 0, sizeof *r);
+	while (r->written < cap - (1 << 20)) {
+		ssize_t w = write(fd, src + r->written, 1 << 16);
+		if (w < 0) {
+			r->werr = errno;
+			break;
+		}
+		r->written += (size_t)w;
+	}
+	r->cret = close(fd);
+	r->cerr = r->cret ? errno : 0;
+}
+
+START_TEST(stream_kw_enospc)
+{
+	st_begin();
+	char err[4096], tag[64];
+	const char *root = small_root(err, sizeof err);
+	ck_assert_msg(root, "%s", err);
+	struct own_mount m;
+	snprintf(tag, sizeof tag, "small-kw-%s", sk_names[g_sk]);
+	ck_assert_msg(own_mount_start(&m, root, tag, KW_CONF) == 0, "mount: %s", m.err);
+	size_t cap = 200 << 20;
+	unsigned char *src = malloc(cap);
+	fill_pattern(src, cap, 4700);
+	struct fill_result nat, kw;
+	const char *npath = path_at(root, "native.bin");
+	long long wb0 = stats_get(m.mnt, "dontcache", "opened_write_behind");
+	fill_through(path_at(m.mnt, "fill.mkv"), src, cap, &kw);
+	ck_assert_int_eq(stats_get(m.mnt, "dontcache", "opened_write_behind") - wb0, 1);
+	ck_assert_int_eq(unlink(path_at(m.exp, "fill.mkv")), 0);
+	wait_free_mb(root, 100);
+	fill_through(npath, src, cap, &nat);
+	printf("stream-%s filling the filesystem: natively write() %s after %zu bytes, close %d; "
+	       "kernel-served %s after %zu bytes, close %d\n",
+	       sk_names[g_sk], strerror(nat.werr), nat.written, nat.cret, strerror(kw.werr), kw.written,
+	       kw.cret);
+	fflush(stdout);
+	ck_assert_msg(kw.werr == nat.werr && kw.cret == nat.cret && kw.cerr == nat.cerr,
+		      "kernel-served: write() %s, close %d (%s); natively: write() %s, close %d (%s)",
+		      strerror(kw.werr), kw.cret, strerror(kw.cerr), strerror(nat.werr), nat.cret,
+		      strerror(nat.cerr));
+	unlink(npath);
+	wait_free_mb(root, 100);
+	/* What write() acknowledged is in the file, after a remount. */
+	fill_through(path_at(m.mnt, "fill2.mkv"), src, cap, &kw);
+	ck_assert_msg(own_mount_stop(&m, err, sizeof err) == 0, "unmount: %s", err);
+	drop_caches();
+	size_t got_len = 0;
+	unsigned char *got = slurp(path_at(m.exp, "fill2.mkv"), &got_len);
+	ck_assert_ptr_nonnull(got);
+	ck_assert_msg(got_len == kw.written && memcmp(got, src, got_len) == 0,
+		      "%zu bytes on disk, %zu acknowledged%s", got_len, kw.written,
+		      got_len == kw.written ? ", data differ" : "");
+	free(got);
+	unlink(path_at(m.exp, "fill2.mkv"));
+	free(src);
+	small_release();
+}
+END_TEST
+
 START_TEST(stream_enospc)
 {
 	st_begin();
@@ -331,9 +409,8 @@ END_TEST
  * to an immutable file), so writeback of the data fails with EIO, which
  * the writer must see at fsync, however its writes were buffered or
  * pipelined. */
-START_TEST(stream_eio)
+static void eio_check(const char *conf, bool kw)
 {
-	st_begin();
 	char img[PATH_MAX + 16], dir[PATH_MAX], out[4096], err[4096];
 	snprintf(img, sizeof img, "%s/eio.img", g_tmpdir);
 	snprintf(dir, sizeof dir, "%s/eio", g_tmpdir);
@@ -348,11 +425,16 @@ START_TEST(stream_eio)
 	int rc = run_cmd(out, sizeof out, "mount -o loop '%s' '%s'", img, dir);
 	ck_assert_msg(rc == 0, "mount: %s", out);
 	struct own_mount m;
-	ck_assert_msg(own_mount_start(&m, dir, "eio", STREAM_CONF) == 0, "mount: %s", m.err);
+	ck_assert_msg(own_mount_start(&m, dir, kw ? "eio-kw" : "eio", conf) == 0, "mount: %s", m.err);
 	unsigned char *src = malloc(8 << 20);
 	fill_pattern(src, 8 << 20, 4300);
+	long long wb0 = stats_get(m.mnt, "dontcache", "opened_write_behind");
 	fd = open(path_at(m.mnt, "%s", "f.mkv"), O_CREAT | O_TRUNC | O_WRONLY, 0644);
 	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(stats_get(m.mnt, "dontcache", "opened_write_behind") - wb0, kw ? 1 : 0);
+	/* another open of the file, before the failure: it hears of it too */
+	int fd2 = open(path_at(m.mnt, "%s", "f.mkv"), O_WRONLY);
+	ck_assert_int_ge(fd2, 0);
 	ck_assert_int_eq(write(fd, src, 4 << 20), 4 << 20);
 	ck_assert_int_eq(fsync(fd), 0);
 	rc = run_cmd(out, sizeof out, "chattr +i '%s'", img);
@@ -368,15 +450,29 @@ START_TEST(stream_eio)
 		if (write(fd, src, 1000) < 0)
 			werr = errno;
 	int fr = fsync(fd), ferr = errno;
+	int fr2 = fsync(fd);
+	int fo = fsync(fd2), oerr = errno;
 	int cr = close(fd), cerr = errno;
+	close(fd2);
 	run_cmd(NULL, 0, "chattr -i '%s'", img);
-	printf("stream-%s failing device: writes %s, fsync %d (%s), close %d (%s)\n", sk_names[g_sk],
-	       werr ? strerror(werr) : "ok", fr, fr ? strerror(ferr) : "ok", cr,
+	printf("stream-%s failing device (%s): writes %s, fsync %d (%s) then %d, other handle's fsync %d "
+	       "(%s), close %d (%s)\n",
+	       sk_names[g_sk], kw ? "kernel-served writes" : "engine", werr ? strerror(werr) : "ok", fr,
+	       fr ? strerror(ferr) : "ok", fr2, fo, fo ? strerror(oerr) : "ok", cr,
 	       cr ? strerror(cerr) : "ok");
 	fflush(stdout);
 	ck_assert_msg(werr == 0 || werr == EIO || werr == EROFS, "write: %s", strerror(werr));
 	ck_assert_msg(fr == -1 && (ferr == EIO || ferr == EROFS),
 		      "fsync after the device failed: %d (%s), expected EIO", fr, strerror(ferr));
+	if (kw) {
+		/*
+		 * As natively (errseq): every open that saw it happen hears of
+		 * it (later fsyncs fail too here: ext4 itself has failed).
+		 */
+		ck_assert_msg(fo == -1 && (oerr == EIO || oerr == EROFS),
+			      "fsync of the other open: %d (%s), expected EIO", fo, strerror(oerr));
+		ck_assert_msg(cr == 0, "close after the error was reported: %s", strerror(cerr));
+	}
 	(void)cr;
 	ck_assert_msg(own_mount_stop(&m, err, sizeof err) == 0, "unmount: %s", err);
 	if (umount2(dir, 0) < 0)
@@ -390,6 +486,19 @@ START_TEST(stream_eio)
 	}
 	unlink(img);
 	free(src);
+}
+
+START_TEST(stream_eio)
+{
+	st_begin();
+	eio_check(STREAM_CONF, false);
+}
+END_TEST
+
+START_TEST(stream_kw_eio)
+{
+	st_begin();
+	eio_check(KW_CONF, true);
 }
 END_TEST
 
@@ -706,6 +815,8 @@ void stream_space_tests(TCase *tc, enum skind k)
 	ADD_STREAM_TEST(tc, stream_edquot);
 	ADD_STREAM_TEST(tc, stream_errseq);
 	ADD_STREAM_TEST(tc, stream_eio);
+	ADD_STREAM_TEST(tc, stream_kw_eio);
+	ADD_STREAM_TEST(tc, stream_kw_enospc);
 }
 
 void stream_error_tests(TCase *tc, enum skind k)

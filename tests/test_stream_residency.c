@@ -252,10 +252,151 @@ START_TEST(stream_keeps_resident)
 }
 END_TEST
 
+/* ---- writes served by the kernel, written behind (passthrough_writes) -------------- */
+/* The window the suite allows a kernel-served write stream (dcfs.conf(5),
+ * "Writes by the kernel"): 16 MiB before the writer is held, plus what it
+ * adds between two looks of the daemon's thread. */
+#define KW_WINDOW_PAGES ((64 << 20) / 4096)
+
+struct peak_sampler {
+	char path[PATH_MAX];
+	atomic_int stop;
+	long long peak, samples;
+};
+
+static void *peak_main(void *a)
+{
+	struct peak_sampler *s = a;
+	int fd = -1;
+	while (!atomic_load(&s->stop)) {
+		if (fd < 0)
+			fd = open(s->path, O_RDONLY);
+		long long n = fd >= 0 ? resident_pages(fd) : -1;
+		if (n > s->peak)
+			s->peak = n;
+		s->samples++;
+		usleep(500);
+	}
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+static void expect_write_mode(const char *mnt, const char *rel, const char *want)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/%s", mnt, rel);
+	char *v = xattr_str(path, "user.dcfs.policy");
+	ck_assert_msg(v, "getxattr user.dcfs.policy %s: %s", rel, strerror(errno));
+	ck_assert_msg(strstr(v, want), "%s: user.dcfs.policy '%s' lacks '%s'", rel, v, want);
+	free(v);
+}
+
+/*
+ * A write stream on ext4 and xfs is written by the kernel: no byte through
+ * the daemon, at most KW_WINDOW_PAGES of it in the page cache at any
+ * moment (sampled every 0.5 ms), nothing after the close, the data intact;
+ * the reason is in user.dcfs.policy.  A file with cached pages at open
+ * (someone else's) and btrfs keep the daemon's engine, and say so.
+ */
+START_TEST(stream_kw_window)
+{
+	st_begin();
+	char err[2048], tag[64], msg[4096] = "";
+	struct own_mount m;
+	unsigned char *src = big_pattern(4600 + g_sk);
+	/* 100000: the front is not on a page boundary while it writes */
+	const size_t sizes[] = { 4096, 65536, 100000, 1 << 20 };
+	bool kernel = g_sk != SK_BTRFS;
+	snprintf(tag, sizeof tag, "kw-%s", sk_names[g_sk]);
+	ck_assert_msg(own_mount_start(&m, g_sm_root, tag, KW_CONF) == 0, "mount: %s", m.err);
+	for (int i = 0; i < 4; i++) {
+		char rel[64];
+		snprintf(rel, sizeof rel, "kw-%zu.mkv", sizes[i]);
+		ck_assert_int_eq(write_file(path_at(m.exp, "%s", rel), "", 0, 0644), 0);
+		expect_write_mode(m.mnt, rel,
+				  kernel ? "; writes by the kernel (passthrough), written behind"
+					 : "; writes by the daemon engine: kernel-served writes are kept to ext4 and xfs");
+		long long wb0 = stats_get(m.mnt, "dontcache", "opened_write_behind");
+		long long k0 = stats_get(m.mnt, "dontcache", "written_kernel");
+		long long d0 = stats_get(m.mnt, "dontcache", dc_counter(1));
+		struct peak_sampler ps = { .peak = 0 };
+		snprintf(ps.path, sizeof ps.path, "%s/%s", m.exp, rel);
+		pthread_t th;
+		ck_assert_int_eq(pthread_create(&th, NULL, peak_main, &ps), 0);
+		int fd = open(path_at(m.mnt, "%s", rel), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+		ck_assert_msg(fd >= 0, "create %s: %s", rel, strerror(errno));
+		write_all_chunks(fd, src, BIG, sizes[i]);
+		ck_assert_int_eq(fsync(fd), 0);
+		ck_assert_int_eq(close(fd), 0);
+		long long left = wait_resident_le(path_at(m.exp, "%s", rel), kernel ? 0 : max_left(), 10);
+		atomic_store(&ps.stop, 1);
+		pthread_join(th, NULL);
+		long long wb = stats_get(m.mnt, "dontcache", "opened_write_behind") - wb0;
+		long long k = stats_get(m.mnt, "dontcache", "written_kernel") - k0;
+		long long d = stats_get(m.mnt, "dontcache", dc_counter(1)) - d0;
+		printf("stream-%s kernel-served writes of %zu: peak %lld pages (%lld samples), %lld after close; "
+		       "opened_write_behind +%lld, written_kernel +%lld, %s +%lld\n",
+		       sk_names[g_sk], sizes[i], ps.peak, ps.samples, left, wb, k, dc_counter(1), d);
+		fflush(stdout);
+		if (kernel) {
+			ck_assert_msg(wb == 1, "%s: opened_write_behind +%lld, expected 1", rel, wb);
+			ck_assert_msg(k >= (long long)BIG && d == 0,
+				      "%s: written_kernel +%lld, %s +%lld: the daemon wrote", rel, k,
+				      dc_counter(1), d);
+			if (ps.peak > KW_WINDOW_PAGES)
+				snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+					 "\n  %s: %lld pages resident at once (window %d)", rel, ps.peak,
+					 KW_WINDOW_PAGES);
+			if (left != 0)
+				snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+					 "\n  %s: %lld pages resident 10 s after the close", rel, left);
+		} else {
+			ck_assert_msg(wb == 0 && d >= (long long)BIG,
+				      "%s: opened_write_behind +%lld, %s +%lld: not the engine", rel, wb,
+				      dc_counter(1), d);
+		}
+		drop_caches();
+		read_compare(path_at(m.mnt, "%s", rel), src, BIG, 1 << 20);
+		unlink(path_at(m.exp, "%s", rel));
+	}
+	/* Someone else's pages: a file with cached pages at open keeps the engine. */
+	ck_assert_int_eq(write_file(path_at(m.exp, "inuse.mkv"), src, 8 << 20, 0644), 0);
+	int nfd = open(path_at(m.exp, "inuse.mkv"), O_RDONLY);
+	char *tmp = malloc(8 << 20);
+	ck_assert_int_eq(pread(nfd, tmp, 8 << 20, 0), 8 << 20);
+	if (kernel)
+		expect_write_mode(m.mnt, "inuse.mkv", "; writes by the daemon engine: the file has cached pages (in use)");
+	long long wb0 = stats_get(m.mnt, "dontcache", "opened_write_behind");
+	int fd = open(path_at(m.mnt, "inuse.mkv"), O_WRONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, src + 100, 1 << 20, 0), 1 << 20);
+	ck_assert_int_eq(close(fd), 0);
+	ck_assert_msg(stats_get(m.mnt, "dontcache", "opened_write_behind") == wb0,
+		      "a file with cached pages at open was served by the kernel");
+	close(nfd);
+	free(tmp);
+	unlink(path_at(m.exp, "inuse.mkv"));
+	/* The log says it, once per reason and filesystem. */
+	char *log = read_file_str(m.d.log);
+	ck_assert_msg(log && strstr(log, kernel ? "by the kernel (passthrough), written behind"
+						 : "kept to ext4 and xfs"),
+		      "the log does not say how write streams are served");
+	ck_assert_msg(!strstr(log, "cannot be paced"), "a writer could not be paced: %s",
+		      strstr(log, "cannot be paced"));
+	free(log);
+	ck_assert_msg(own_mount_stop(&m, err, sizeof err) == 0, "unmount: %s", err);
+	free(src);
+	ck_assert_msg(!msg[0], "kernel-served write streams:%s", msg);
+}
+END_TEST
+
+
 void stream_residency_tests(TCase *tc, enum skind k)
 {
 	ADD_STREAM_TEST(tc, stream_write_residency);
 	ADD_STREAM_TEST(tc, stream_read_residency);
 	if (k == SK_BTRFS) /* the fallback's promise; RWF_DONTCACHE is the kernel's */
 		ADD_STREAM_TEST(tc, stream_keeps_resident);
+	ADD_STREAM_TEST(tc, stream_kw_window);
 }

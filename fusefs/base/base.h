@@ -55,6 +55,10 @@ enum stat_kind {
 	 */
 	ST_READ_KERNEL,
 	ST_WRITE_KERNEL,
+	/* Write streams the kernel serves, with write-behind (io/writebehind.c) */
+	ST_WRITE_BEHIND,       /* such opens */
+	ST_WRITE_BEHIND_PACED, /* times a writer was held for writeback */
+	ST_WRITE_BEHIND_PEAK,  /* most page cache one such stream held (bytes) */
 	ST__COUNT
 };
 
@@ -71,6 +75,7 @@ void drain_begin(void);
 
 /* stats.c */
 void stats_add(int policy, enum stat_kind k, uint64_t n);
+void stats_max(int policy, enum stat_kind k, uint64_t v);
 uint64_t stats_get(int policy, enum stat_kind k);
 const char *stats_kind_name(enum stat_kind k);
 

@@ -45,6 +45,9 @@ static const char *const kind_names[ST__COUNT] = {
 	[ST_DROPPED_BEHIND] = "dropped_behind",
 	[ST_READ_KERNEL] = "read_kernel",
 	[ST_WRITE_KERNEL] = "written_kernel",
+	[ST_WRITE_BEHIND] = "opened_write_behind",
+	[ST_WRITE_BEHIND_PACED] = "write_behind_paced",
+	[ST_WRITE_BEHIND_PEAK] = "write_behind_peak",
 };
 
 void stats_add(int policy, enum stat_kind k, uint64_t n)
@@ -52,6 +55,18 @@ void stats_add(int policy, enum stat_kind k, uint64_t n)
 	if (policy > 0 && policy < POLICY__COUNT)
 		atomic_fetch_add_explicit(&counters[policy][k], n,
 					  memory_order_relaxed);
+}
+
+/* For the counters that are a most-seen value (a high-water mark). */
+void stats_max(int policy, enum stat_kind k, uint64_t v)
+{
+	uint64_t old;
+
+	if (policy <= 0 || policy >= POLICY__COUNT)
+		return;
+	old = atomic_load_explicit(&counters[policy][k], memory_order_relaxed);
+	while (v > old && !atomic_compare_exchange_weak(&counters[policy][k], &old, v))
+		;
 }
 
 uint64_t stats_get(int policy, enum stat_kind k)

@@ -92,6 +92,16 @@ static char *file_policy_text(fuse_req_t req, struct dcfs_inode *inode)
 		return NULL;
 	io_select_policy(req, inode, st.st_size, false, &d, &cfg);
 	policy_describe(&d, buf, sizeof(buf));
+	if (d.policy == POLICY_DONTCACHE || d.policy == POLICY_DONTCACHE_WRITE) {
+		/* "dontcache (...); writes by the kernel (passthrough), written behind" */
+		char mode[224], *v = NULL;
+
+		io_describe_writes(inode, cfg, mode, sizeof(mode));
+		config_put(cfg);
+		if (asprintf(&v, "%s; %s", buf, mode) < 0)
+			v = NULL;
+		return v;
+	}
 	config_put(cfg);
 	if (d.policy == POLICY_CACHE) {
 		/* "cache (passthrough; class …)", "cache (forwarded: why; …)" */

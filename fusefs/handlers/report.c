@@ -496,7 +496,7 @@ static void prom_counters(FILE *out)
 	prom_per_class(out, "dcfs_passthrough_opens_total", ST_PASSTHROUGH,
 		       "Opens served by kernel FUSE passthrough, by I/O class (their reads and writes never reach the daemon: dcfs_bytes_total counts them with mode kernel, estimated).");
 	prom_per_class(out, "dcfs_dropped_behind_bytes_total", ST_DROPPED_BEHIND,
-		       "Backing page-cache bytes dropped behind streams the kernel serves (passthrough_reads, and at close passthrough_uncached), by I/O class.");
+		       "Backing page-cache bytes dropped behind streams the kernel serves (passthrough_reads, passthrough_writes, and at close passthrough_uncached), by I/O class.");
 	prom_per_class(out, "dcfs_switches_total", ST_SWITCHED,
 		       "Handles that switched from cached to uncached I/O (class auto, or held back by min_size).");
 	prom_head(out, "dcfs_requests_total", "counter",

@@ -146,7 +146,8 @@ void io_open_prepare(struct dcfs_inode *inode, int flags)
 /*
  * After passthrough.c decided who does the handle's I/O: the kernel may
  * reach the backing file, the FUSE cache may hold the data, a trailing
- * drop-behind or the write-through bookkeeping of notify.c may be needed.
+ * drop-behind, the write-behind of a kernel-served write stream or the
+ * write-through bookkeeping of notify.c may be needed.
  */
 static void open_finish(struct dcfs_file *f, struct fuse_file_info *fi)
 {
@@ -163,6 +164,7 @@ static void open_finish(struct dcfs_file *f, struct fuse_file_info *fi)
 	coherence_opened(f, fi);
 	if (f->pt.dropbehind_wish && passthrough_by_kernel(f))
 		dropbehind_add(f);
+	writebehind_decided(f);
 	/* Whether what such a stream leaves may go at release (dropbehind.c). */
 	if (f->pt.uncached)
 		f->use.was_resident = io_select_has_cached_pages(f->fd);
@@ -195,6 +197,7 @@ int io_open(fuse_req_t req, struct dcfs_inode *inode, int fd, struct fuse_file_i
 	pthread_mutex_init(&f->lock, NULL);
 	err = io_select(req, f, fi, st);
 	if (err) {
+		writebehind_stop(f);
 		io_stream_free(f);
 		pthread_mutex_destroy(&f->lock);
 		free(f);
@@ -214,10 +217,12 @@ int io_open(fuse_req_t req, struct dcfs_inode *inode, int fd, struct fuse_file_i
 static void file_free(struct dcfs_file *f)
 {
 	files_unlink(f);
+	writebehind_quiesce(f); /* its threads count into f->stats */
 	file_stats_close(f);
 	wpipe_land(f); /* before the inode may get a backing file */
 	passthrough_release(f);
 	dropbehind_remove(f); /* after the counts, before the fd goes */
+	writebehind_stop(f);
 	/* Before release: what the handle leaves may then be dropped. */
 	if (f->use.cached_writer)
 		notify_writer_close(f->inode->nodeid);
@@ -498,4 +503,11 @@ void io_mode_changed(struct dcfs_inode *inode)
 void io_describe_cached(struct dcfs_inode *inode, char *buf, size_t size)
 {
 	passthrough_describe(inode, buf, size);
+}
+
+/* How a write open of a streaming file would have its writes served now. */
+void io_describe_writes(struct dcfs_inode *inode, const struct dcfs_config *cfg, char *buf,
+			size_t size)
+{
+	writebehind_describe(inode, cfg, buf, size);
 }

@@ -31,6 +31,7 @@ struct probe;
 struct file_stats;
 struct stream_state;
 struct db_state;
+struct wb_state;
 
 /*
  * Where a handle's data may be held and how it reaches the backing file:
@@ -52,6 +53,8 @@ struct pt_handle {
 	uint32_t uncached;     /* the uncached FOPEN flags sent */
 	bool dropbehind_wish;  /* io_select.c: a read-only stream dropbehind.c may trail */
 	bool kernel_uncached_wish; /* the kernel may read and write it uncached */
+	bool writebehind_wish; /* io_select.c: a write stream the kernel may serve, written behind */
+	const char *write_mode; /* how a write stream's writes are served, and why */
 	off_t size0;	       /* size at a kernel writer's open (written_kernel) */
 	bool setid0;	       /* the file had a set-id bit at open */
 };
@@ -61,7 +64,8 @@ struct pt_handle {
  * state of a strategy or of a mechanism used by some handles only lives in
  * a struct of its own, allocated when the handle starts using it and freed
  * with it: the streaming engine's (struct stream_state, io/io_stream.c),
- * drop-behind's (struct db_state, io/dropbehind.c), the write pipe's
+ * drop-behind's (struct db_state, io/dropbehind.c), write-behind's
+ * (struct wb_state, io/writebehind.c), the write pipe's
  * (struct wpipe, io/write_pipe.c).
  */
 struct dcfs_file {
@@ -82,6 +86,7 @@ struct dcfs_file {
 	struct pt_handle pt; /* io/passthrough.c: who does this handle's I/O */
 	struct stream_state *stream; /* io/io_stream.c; NULL: not a stream */
 	struct db_state *db; /* io/dropbehind.c; NULL: not trailed */
+	struct wb_state *wb; /* io/writebehind.c; NULL: not written behind */
 	struct wpipe *wp; /* write coalescing and deferred errors (write_pipe.c) */
 };
 
@@ -221,6 +226,8 @@ uint64_t io_entry_mark(void);
 bool io_entry_settle(struct dcfs_inode *inode, uint64_t mark);
 void io_mode_changed(struct dcfs_inode *inode);
 void io_describe_cached(struct dcfs_inode *inode, char *buf, size_t size);
+void io_describe_writes(struct dcfs_inode *inode, const struct dcfs_config *cfg,
+			char *buf, size_t size);
 
 /* copy.c */
 ssize_t copy_uncached(struct dcfs_file *fin, off_t in, struct dcfs_file *fout,
@@ -375,6 +382,16 @@ void notify_inval_attr_now(fuse_ino_t ino);
 bool notify_writer_open(fuse_ino_t ino);
 void notify_writer_mixed(fuse_ino_t ino);
 void notify_writer_close(fuse_ino_t ino);
+
+/* writebehind.c */
+const char *writebehind_refusal(const struct dcfs_file *f);
+int writebehind_prepare(struct dcfs_file *f);
+void writebehind_decided(struct dcfs_file *f);
+void writebehind_quiesce(struct dcfs_file *f);
+void writebehind_stop(struct dcfs_file *f);
+unsigned int writebehind_streams(void);
+void writebehind_describe(struct dcfs_inode *inode, const struct dcfs_config *cfg,
+			  char *buf, size_t size);
 
 /* dropbehind.c */
 int dropbehind_start(void);

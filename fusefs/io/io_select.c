@@ -110,6 +110,26 @@ void io_select_fs_inherit(struct dcfs_inode *inode, struct dcfs_inode *dir, int 
 	atomic_store(&inode->close_kind, atomic_load(&dir->close_kind));
 }
 
+/*
+ * How a write stream's writes will be served, decided once: by the kernel
+ * (passthrough) with write-behind where it is allowed and measured to be
+ * better, else by the daemon's engine; the reason goes to
+ * user.dcfs.files, dcfs stat --files and the log (writebehind_decided()).
+ * passthrough.c has the last word (the inode's other opens).
+ */
+static void choose_write_mode(struct dcfs_file *f, const struct dcfs_config *cfg)
+{
+	if ((f->flags & O_ACCMODE) == O_RDONLY || !f->use.write_uncached)
+		return;
+	if (!cfg->passthrough_writes)
+		f->pt.write_mode = "by the daemon engine: passthrough_writes = no";
+	else
+		f->pt.write_mode = writebehind_refusal(f);
+	f->pt.writebehind_wish = !f->pt.write_mode && writebehind_prepare(f) == 0;
+	if (!f->pt.write_mode && !f->pt.writebehind_wish)
+		f->pt.write_mode = "by the daemon engine: no memory or no cachestat(2) for write-behind";
+}
+
 static int apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 			  const struct dcfs_config *cfg,
 			  struct fuse_file_info *fi)
@@ -170,6 +190,11 @@ static int apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 		 * reads and writes the stream itself with RWF_DONTCACHE.
 		 */
 		f->pt.kernel_uncached_wish = cfg->passthrough_uncached;
+		/*
+		 * Else, on stock kernels, the kernel writes a write stream
+		 * itself and writebehind.c keeps its page cache small.
+		 */
+		choose_write_mode(f, cfg);
 		/*
 		 * The kernel's read-ahead requests are up to 1 MiB and already
 		 * overlap with the reader: 2 MiB windows serve them as well as

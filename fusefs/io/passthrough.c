@@ -115,7 +115,7 @@ struct pt_node {
 	unsigned int n_fwd;    /* forwarded handles: state FWD */
 	unsigned int n_bypass; /* writable backed handles */
 	unsigned int n_kernel; /* handles whose reads and writes the kernel does */
-	unsigned int n_drop;   /* ... of which streaming readers (dropbehind.c) */
+	unsigned int n_drop;   /* ... of which streams dropped behind (dropbehind.c, writebehind.c) */
 	struct pt_ident ident;
 };
 
@@ -382,7 +382,8 @@ static enum wish wish_of(const struct dcfs_file *f,
 		return WISH_KERNEL;
 	if ((reads && f->use.read_uncached) || (writes && f->use.write_uncached)) {
 		*uncached = uncached_flags(f, reads, writes);
-		return *uncached ? WISH_KERNEL : WISH_DAEMON;
+		/* On stock kernels a write stream writebehind.c follows. */
+		return *uncached || f->pt.writebehind_wish ? WISH_KERNEL : WISH_DAEMON;
 	}
 	return WISH_KERNEL;
 }
@@ -390,6 +391,15 @@ static enum wish wish_of(const struct dcfs_file *f,
 static bool writable(const struct dcfs_file *f)
 {
 	return (f->flags & O_ACCMODE) != O_RDONLY;
+}
+
+/*
+ * A stream the daemon drops behind (dropbehind.c, writebehind.c): its
+ * pages are its own, unlike those of any other handle of the inode.
+ */
+static bool trailed(const struct dcfs_file *f)
+{
+	return f->pt.dropbehind_wish || (f->pt.writebehind_wish && !f->pt.uncached);
 }
 
 void passthrough_open(fuse_req_t req, struct dcfs_file *f,
@@ -452,13 +462,13 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 		wire_arm_open((uintptr_t)f, n->backing_id,
 			      PT_FOPEN_PASSTHROUGH | (kind == PT_KERNEL ? uncached : 0));
 	}
-	if (kind == PT_KERNEL)
-		n->n_kernel++;
-	if (kind == PT_KERNEL && f->pt.dropbehind_wish)
-		n->n_drop++;
-	pthread_mutex_unlock(&pt.lock);
 	f->pt.kind = kind;
 	f->pt.uncached = kind == PT_KERNEL ? uncached : 0;
+	if (kind == PT_KERNEL)
+		n->n_kernel++;
+	if (kind == PT_KERNEL && trailed(f))
+		n->n_drop++;
+	pthread_mutex_unlock(&pt.lock);
 	if (kind == PT_KERNEL) {
 		fi->direct_io = 0;
 		fi->keep_cache = 0; /* the kernel rejects it with passthrough */
@@ -484,7 +494,8 @@ static void count_kernel_writes(struct dcfs_file *f)
 {
 	struct stat st;
 
-	if (f->pt.kind != PT_KERNEL || !writable(f) || f->pt.size0 < 0 ||
+	/* writebehind.c counts its streams as they grow. */
+	if (f->pt.kind != PT_KERNEL || !writable(f) || f->pt.size0 < 0 || f->wb ||
 	    fstat(f->fd, &st) < 0 || st.st_size <= f->pt.size0)
 		return;
 	stats_add(f->policy, ST_WRITE_KERNEL, (uint64_t)(st.st_size - f->pt.size0));
@@ -505,7 +516,7 @@ void passthrough_release(struct dcfs_file *f)
 	} else if (n) {
 		if (f->pt.kind == PT_KERNEL)
 			n->n_kernel--;
-		if (f->pt.kind == PT_KERNEL && f->pt.dropbehind_wish)
+		if (f->pt.kind == PT_KERNEL && trailed(f))
 			n->n_drop--;
 		if (writable(f)) {
 			n->n_bypass--;

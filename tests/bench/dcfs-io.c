@@ -9,6 +9,8 @@
  *   dcfs-io pages FILE OUT                           residency bitmap (mincore)
  *   dcfs-io survival FILE BEFORE                     pages of BEFORE still resident
  *   dcfs-io watch [INTERVAL_MS [READY]]              peak Cached/Dirty until SIGTERM
+ *   dcfs-io filepeak FILE [INTERVAL_US [READY]]      peak cachestat of FILE until SIGTERM:
+ *                                                    "cache dirty writeback samples" (pages)
  *   dcfs-io meta DIR N [SIZE [create|stat|unlink|probe]]  create/stat/unlink N files (one phase)
  *   dcfs-io tree DIR N [SIZE]                        N files, 1000 per subdirectory
  *   dcfs-io statloop FILE N                          N stat(2) of FILE
@@ -410,6 +412,47 @@ static int do_trail(const char *path, long ms, const char *ready)
 }
 
 /*
+ * The page cache one file holds while it is written: cachestat of PATH every
+ * US microseconds (the file may not exist yet) until SIGTERM; prints the
+ * most resident, dirty and under-writeback pages seen, and the samples.
+ */
+static int do_filepeak(const char *path, long us, const char *ready)
+{
+	struct sigaction sa = { .sa_handler = on_stop };
+	struct timespec ts = { us / 1000000, (us % 1000000) * 1000L };
+	unsigned long long pc = 0, pd = 0, pw = 0, n = 0;
+	struct dcfs_cachestat cs;
+	int fd = -1;
+
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	if (ready) {
+		int r = open(ready, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		if (r >= 0)
+			close(r);
+	}
+	while (!stop_watch) {
+		if (fd < 0)
+			fd = open(path, O_RDONLY);
+		if (fd >= 0 && dcfs_cachestat(fd, 0, 0, &cs) == 0) {
+			n++;
+			if (cs.nr_cache > pc)
+				pc = cs.nr_cache;
+			if (cs.nr_dirty > pd)
+				pd = cs.nr_dirty;
+			if (cs.nr_writeback > pw)
+				pw = cs.nr_writeback;
+		}
+		nanosleep(&ts, NULL);
+	}
+	if (fd >= 0)
+		close(fd);
+	printf("%llu %llu %llu %llu\n", pc, pd, pw, n);
+	return 0;
+}
+
+/*
  * phase: 0 all three, else 'c'reate, 's'tat or 'u'nlink only, or 'p'robe:
  * create each file after a stat(2) that finds it missing, with O_TRUNC
  * instead of O_EXCL (a make, cp or installer checks before it creates).
@@ -524,6 +567,9 @@ int main(int argc, char **argv)
 		return do_pages(argv[2], argv[3]);
 	if (argc == 4 && strcmp(argv[1], "survival") == 0)
 		return do_survival(argv[2], argv[3]);
+	if (argc >= 3 && argc <= 5 && strcmp(argv[1], "filepeak") == 0)
+		return do_filepeak(argv[2], argc >= 4 ? atol(argv[3]) : 1000,
+				   argc >= 5 ? argv[4] : NULL);
 	if (argc <= 4 && argc >= 2 && strcmp(argv[1], "watch") == 0)
 		return do_watch(argc >= 3 ? atol(argv[2]) : 50,
 				argc == 4 ? argv[3] : NULL);
@@ -547,6 +593,7 @@ int main(int argc, char **argv)
 		"       dcfs-io pages FILE OUT\n"
 		"       dcfs-io survival FILE BEFORE\n"
 		"       dcfs-io watch [INTERVAL_MS [READY]]\n"
+		"       dcfs-io filepeak FILE [INTERVAL_US [READY]]\n"
 		"       dcfs-io meta DIR N [SIZE [create|stat|unlink|probe]]\n"
 		"       dcfs-io tree DIR N [SIZE]\n"
 		"       dcfs-io statloop FILE N\n");
