@@ -22,7 +22,9 @@
  *     (the kernel drops F at a PT open and fills none while the inode has
  *     a backing file); D's windows are not trusted while a writable PT
  *     handle exists, and D holds no writes back while the inode is backed
- *     (passthrough.c).
+ *     (passthrough.c).  Write streams on stock kernels are such handles
+ *     too (writebehind.c): what the daemon adds is writeback and drops of
+ *     B's clean pages, which never change the data anyone sees.
  *   - write-through of an F handle: the kernel updates F itself; drops of
  *     F wait while other writable F handles are open (notify.c, #9), and
  *     all of them once a writable cached handle also reads through the
