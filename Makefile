@@ -36,7 +36,7 @@ DEMO_PACKAGES  := $(BUILD_PACKAGES) e2fsprogs util-linux attr
 CHECK_PACKAGES := $(DEMO_PACKAGES) check xfsprogs btrfs-progs acl groff-base \
 	iproute2 systemd samba smbclient python3 debhelper dpkg-dev lintian \
 	clang-format shellcheck
-BENCH_PACKAGES := $(DEMO_PACKAGES) btrfs-progs xfsprogs gnuplot-nox strace
+BENCH_PACKAGES := $(DEMO_PACKAGES) btrfs-progs xfsprogs gnuplot-nox strace stress-ng
 STRESS_PACKAGES := $(DEMO_PACKAGES) xfsprogs stress-ng
 FUZZ_PACKAGES  := $(BUILD_PACKAGES) clang libclang-rt-14-dev
 # make check-kernels: QEMU, the guests' initramfs (busybox-static, kmod,
@@ -66,7 +66,7 @@ TEST_SRCS   := $(wildcard tests/*.c)
 B := build
 DAEMON_OBJS := $(patsubst fusefs/%.c,$(B)/obj/%.o,$(DAEMON_SRCS))
 
-.PHONY: FORCE all deps deps-build deps-demo deps-check deps-bench deps-stress deps-fuzz deps-deb deb deb-check version-check lint check check-asan fuzz demo bench bench-meta stress install uninstall clean man-check units-check arch-check deps-kernels check-kernels
+.PHONY: FORCE all deps deps-build deps-demo deps-check deps-bench deps-stress deps-fuzz deps-deb deb deb-check version-check lint check check-asan fuzz demo bench bench-meta bench-writes stress install uninstall clean man-check units-check arch-check deps-kernels check-kernels
 
 # systemd units (fusefs/systemd/*.in): `make install` fills in the install
 # paths of that invocation (so PREFIX given only to install is honoured);
@@ -239,6 +239,13 @@ demo: deps-demo
 
 bench: deps-bench all
 	tests/bench/bench.sh $(BENCH_ARGS)
+	tests/bench/writes.sh $(WRITES_ARGS)
+
+# Only the stream-write rows (issue 40): native buffered and RWF_DONTCACHE,
+# dcfs engine and kernel-served, 4K/64K/1M, ext4/xfs/btrfs, idle and busy,
+# hot-set survival: about 30 minutes on 2 CPUs.
+bench-writes: deps-bench all
+	tests/bench/writes.sh $(WRITES_ARGS)
 
 # Held-out style stress (not part of check: ~6 min per run): every
 # stress-ng filesystem stressor as an unprivileged user on a real mount.
