@@ -171,6 +171,9 @@ static void pace(struct wb_state *d, off_t lo, off_t hi)
 	if (d->dio_fd < 0 || !none_map)
 		return;
 	lo = page_down(lo);
+	hi = page_down(hi); /* O_DIRECT: whole blocks, or EINVAL */
+	if (hi <= lo)
+		return;
 	if (hi - lo > (off_t)(NONE_BYTES * PACE_IOV))
 		lo = hi - (off_t)(NONE_BYTES * PACE_IOV);
 	for (off_t at = lo; at < hi && n < PACE_IOV; n++) {
