@@ -96,7 +96,7 @@ static char *file_policy_text(fuse_req_t req, struct dcfs_inode *inode)
 		/* "dontcache (...); writes by the kernel (passthrough), written behind" */
 		char mode[224], *v = NULL;
 
-		io_describe_writes(inode, cfg, mode, sizeof(mode));
+		io_describe_writes(inode, cfg, d.deferred, mode, sizeof(mode));
 		config_put(cfg);
 		if (asprintf(&v, "%s; %s", buf, mode) < 0)
 			v = NULL;

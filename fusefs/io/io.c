@@ -506,8 +506,8 @@ void io_describe_cached(struct dcfs_inode *inode, char *buf, size_t size)
 }
 
 /* How a write open of a streaming file would have its writes served now. */
-void io_describe_writes(struct dcfs_inode *inode, const struct dcfs_config *cfg, char *buf,
-			size_t size)
+void io_describe_writes(struct dcfs_inode *inode, const struct dcfs_config *cfg, bool deferred,
+			char *buf, size_t size)
 {
-	writebehind_describe(inode, cfg, buf, size);
+	writebehind_describe(inode, cfg, deferred, buf, size);
 }

@@ -227,7 +227,7 @@ bool io_entry_settle(struct dcfs_inode *inode, uint64_t mark);
 void io_mode_changed(struct dcfs_inode *inode);
 void io_describe_cached(struct dcfs_inode *inode, char *buf, size_t size);
 void io_describe_writes(struct dcfs_inode *inode, const struct dcfs_config *cfg,
-			char *buf, size_t size);
+			bool deferred, char *buf, size_t size);
 
 /* copy.c */
 ssize_t copy_uncached(struct dcfs_file *fin, off_t in, struct dcfs_file *fout,
@@ -391,7 +391,7 @@ void writebehind_quiesce(struct dcfs_file *f);
 void writebehind_stop(struct dcfs_file *f);
 unsigned int writebehind_streams(void);
 void writebehind_describe(struct dcfs_inode *inode, const struct dcfs_config *cfg,
-			  char *buf, size_t size);
+			  bool deferred, char *buf, size_t size);
 
 /* dropbehind.c */
 int dropbehind_start(void);

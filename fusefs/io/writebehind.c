@@ -426,6 +426,18 @@ static void note_mode(struct dcfs_file *f, const char *mode)
 			 sizeof(f->stats->why) - strlen(f->stats->why), "; writes %s", mode);
 }
 
+/* Why passthrough.c did not let the kernel write a stream that could be. */
+static const char *engine_reason(const struct dcfs_file *f)
+{
+	if (f->pt.uncached)
+		return "by the kernel, uncached (passthrough)";
+	if (f->pt.setid0)
+		return "by the daemon engine: a set-id file (its writes must reach the daemon)";
+	if (passthrough_reaches_backing(f))
+		return "by the daemon engine: the file is open for writing by another user";
+	return "by the daemon engine: no kernel passthrough for this open";
+}
+
 /*
  * After passthrough.c decided, before the open reply: a stream the kernel
  * serves gets its thread; how the writes of a write stream are served, and
@@ -451,11 +463,7 @@ void writebehind_decided(struct dcfs_file *f)
 		stats_add(f->policy, ST_WRITE_BEHIND, 1);
 		f->pt.write_mode = "by the kernel (passthrough), written behind";
 	} else if (d) {
-		f->pt.write_mode =
-			f->pt.uncached ? "by the kernel, uncached (passthrough)"
-			: passthrough_reaches_backing(f)
-				? "by the daemon engine: the file is open for writing by another user"
-				: "by the daemon engine: no kernel passthrough for this open";
+		f->pt.write_mode = engine_reason(f);
 		writebehind_stop(f);
 	}
 	note_mode(f, f->pt.write_mode);
@@ -531,8 +539,8 @@ void writebehind_stop(struct dcfs_file *f)
  * For user.dcfs.policy: how a write open of a streaming file would have its
  * writes served now (the open decides again, the same way).
  */
-void writebehind_describe(struct dcfs_inode *inode, const struct dcfs_config *cfg, char *buf,
-			  size_t size)
+void writebehind_describe(struct dcfs_inode *inode, const struct dcfs_config *cfg, bool deferred,
+			  char *buf, size_t size)
 {
 	struct dcfs_file probe_file = { .inode = inode, .fd = -1 };
 	char pt_mode[160], path[64];
@@ -540,7 +548,9 @@ void writebehind_describe(struct dcfs_inode *inode, const struct dcfs_config *cf
 	int pfd;
 
 	passthrough_describe(inode, pt_mode, sizeof(pt_mode));
-	if (!cfg->passthrough_writes) {
+	if (deferred) {
+		why = "by the daemon engine: cached until min_size bytes were written";
+	} else if (!cfg->passthrough_writes) {
 		why = "by the daemon engine: passthrough_writes = no";
 	} else if (strncmp(pt_mode, "passthrough", 11) != 0) {
 		snprintf(buf, size, "writes by the daemon engine (%s)", pt_mode);
