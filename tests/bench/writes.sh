@@ -99,7 +99,7 @@ mkdir -p "$W/bin" "$W/tmp" "$RAW" "$OUT/logs"
 cp "$DCFS_BIN" "$W/bin/dcfs" && cp "$IO" "$W/bin/dcfs-io"
 DCFS_ID="sha256 $(sha256sum "$DCFS_BIN" | cut -c1-12), tree $(git -C "$REPO" describe --always --dirty 2>/dev/null || echo ?)"
 DCFS_BIN=$W/bin/dcfs IO=$W/bin/dcfs-io
-LOOPS=() MNTS=() FUSEMNTS=() DAEMONS=() CGS=() STRESS=""
+LOOPS=() MNTS=() FUSEMNTS=() DAEMONS=() CGS=() STRESS="" SAMPLER=""
 MEMCG_ROOT=/sys/fs/cgroup/memory$(awk -F: '$2 == "memory" { print $3 }' /proc/self/cgroup)
 MEMCG_ROOT=${MEMCG_ROOT%/}
 CPUACCT=/sys/fs/cgroup/cpuacct
@@ -109,6 +109,7 @@ cleanup() {
 	trap - EXIT INT TERM
 	set +e
 	[ -n "$STRESS" ] && kill "$STRESS" 2>/dev/null && wait "$STRESS" 2>/dev/null
+	[ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null && wait "$SAMPLER" 2>/dev/null
 	for i in "${FUSEMNTS[@]}"; do mountpoint -q "$i" && { fusermount3 -u "$i" || fusermount3 -uz "$i"; }; done
 	for i in "${DAEMONS[@]}"; do kill -0 "$i" 2>/dev/null && kill "$i"; wait "$i" 2>/dev/null; done
 	for i in "${MNTS[@]}"; do mountpoint -q "$i" && { umount "$i" || umount -l "$i"; }; done
@@ -205,12 +206,14 @@ one_write() {
 	rm -f "$W/tmp/fp.ready"
 	"$IO" filepeak "$BDIR/$f" 1000 "$W/tmp/fp.ready" > "$W/tmp/fp.out" &
 	local fp=$!
+	SAMPLER=$fp
 	while [ ! -e "$W/tmp/fp.ready" ]; do sleep 0.01; done
 	[ -n "$NAME" ] && c0=$(cpu_us "$NAME")
 	out=$("$IO" write "$DIR/$f" "$size" "$bs" $FLAG fsync) || out=""
 	[ -n "$NAME" ] && c1=$(cpu_us "$NAME")
 	sleep 0.5 # FUSE release is asynchronous
 	kill -TERM $fp; wait $fp || true
+	SAMPLER=""
 	peak=$(cut -d' ' -f1 "$W/tmp/fp.out")
 	fin=$("$IO" resident "$BDIR/$f" | cut -d' ' -f1)
 	rm -f "$BDIR/$f"
@@ -313,13 +316,14 @@ function med(s,   a, b, m, n, i, j, t) {
 }'
 
 report_writes() {
-	echo "| load | fs | req | system | MiB/s | × native RWF_DONTCACHE | × native buffered | stream peak MiB | pages after close | daemon CPU s/GiB | runs used |"
+	echo "| load | fs | req | system | MiB/s | × native RWF_DONTCACHE | × native buffered | stream peak MiB (worst) | pages after close | daemon CPU s/GiB | runs used |"
 	echo "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
 	awk -F, "$median_awk"'
 	FNR == NR { if ($11 == 0) clean[$2 "," $3 "," $4 "," $5]++; next }
 	$11 == 1 { excl[$2 "," $3 "," $4 "," $5]++; if (clean[$2 "," $3 "," $4 "," $5]) next }
 	{ k = $2 "," $3 "," $4 "," $5; if (!(k in seen)) { seen[k] = 1; order[++n] = k }
 	  mibs[k] = mibs[k] " " $6; peak[k] = peak[k] " " $7 / 256; fin[k] = fin[k] " " $8
+	  if ($7 / 256 > worst[k]) worst[k] = $7 / 256
 	  cpu[k] = cpu[k] " " ($9 / 1e6) / ($10 / 1073741824); runs[k]++ }
 	END {
 	  for (i = 1; i <= n; i++) { k = order[i]; m[k] = med(mibs[k]) }
@@ -330,8 +334,8 @@ report_writes() {
 	    r2 = ((bf in m) && m[bf] > 0) ? sprintf("%.2f", m[k] / m[bf]) : "-"
 	    c = native ? "-" : sprintf("%.3f", med(cpu[k]))
 	    x = excl[k] ? sprintf(" (%d disturbed)", excl[k]) : ""
-	    printf "| %s | %s | %s | %s | %.0f | %s | %s | %.0f | %s | %s | %d%s |\n", p[1], p[2], p[3], p[4], m[k],
-	      r1, r2, med(peak[k]), med(fin[k]), c, runs[k], x } }' "$RAW/writes.csv" "$RAW/writes.csv" |
+	    printf "| %s | %s | %s | %s | %.0f | %s | %s | %.0f (%.0f) | %s | %s | %d%s |\n", p[1], p[2], p[3], p[4], m[k],
+	      r1, r2, med(peak[k]), worst[k], med(fin[k]), c, runs[k], x } }' "$RAW/writes.csv" "$RAW/writes.csv" |
 	sed -e 's/| nat-buf |/| native buffered |/; s/| nat-dc |/| native RWF_DONTCACHE |/' \
 	    -e 's/| dcfs-engine |/| dcfs engine |/; s/| dcfs-kernel |/| dcfs kernel-served |/'
 }
