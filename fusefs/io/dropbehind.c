@@ -82,22 +82,6 @@ static uint64_t cached_pages(int fd, off_t off, off_t len)
 	return cs.nr_cache;
 }
 
-/* Where the resident pages end, to STEP_BYTES: nothing is cached past it. */
-static off_t resident_end(int fd, off_t size)
-{
-	off_t lo = 0, hi = (size + STEP_BYTES - 1) / STEP_BYTES;
-
-	while (lo < hi) {
-		off_t mid = lo + (hi - lo) / 2;
-
-		if (cached_pages(fd, mid * STEP_BYTES, 0) == 0)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return lo * STEP_BYTES;
-}
-
 /*
  * The kernel reads such a stream without a request to dcfs: the bytes it
  * read are estimated by the read-ahead front, which only moves forward,
@@ -137,7 +121,7 @@ static long long poll_one(struct db_state *d)
 	}
 	if (passthrough_shared(f->inode) || fstat(f->fd, &st) < 0)
 		return 0;
-	end = resident_end(f->fd, st.st_size);
+	end = resident_end(f->fd, st.st_size, STEP_BYTES, false);
 	count_front(d, end, st.st_size);
 	end -= d->keep;
 	if (end <= 0)
@@ -294,7 +278,7 @@ void dropbehind_remove(struct dcfs_file *f)
 		pthread_mutex_unlock(&db.lock);
 		/* The last stretch, which no look may have seen. */
 		if (fstat(f->fd, &st) == 0)
-			count_front(f->db, resident_end(f->fd, st.st_size), st.st_size);
+			count_front(f->db, resident_end(f->fd, st.st_size, STEP_BYTES, false), st.st_size);
 		free(f->db);
 		f->db = NULL;
 	} else if (!f->pt.uncached || f->use.was_resident) {

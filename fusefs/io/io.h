@@ -329,6 +329,7 @@ long long resident_count(int fd, off_t off, off_t len); /* len 0: to EOF */
 const char *resident_method(void);
 void resident_runs(int fd, off_t off, off_t len, void (*fn)(void *arg, off_t lo, off_t hi),
 		   void *arg);
+off_t resident_end(int fd, off_t size, off_t step, bool dirty);
 
 /* probe.c */
 struct probe *probe_get(int fd);

@@ -172,3 +172,29 @@ void resident_runs(int fd, off_t off, off_t len, void (*fn)(void *arg, off_t lo,
 	if (mincore_runs(fd, lo, hi, fn, arg, &count) < 0)
 		fn(arg, lo, hi);
 }
+
+/*
+ * Where the pages of fd past which none are resident (dirty false) or
+ * dirty or under writeback (dirty true) end, to step bytes, by bisection
+ * with cachestat(2) of [k * step, EOF): the front a stream the kernel
+ * serves has reached (dropbehind.c, writebehind.c).  0 where cachestat
+ * cannot answer: those callers need it and have checked it at their start.
+ */
+off_t resident_end(int fd, off_t size, off_t step, bool dirty)
+{
+	off_t lo = 0, hi = (size + step - 1) / step;
+
+	while (lo < hi) {
+		off_t mid = lo + (hi - lo) / 2;
+		struct dcfs_cachestat cs;
+		uint64_t n = 0;
+
+		if (dcfs_cachestat(fd, (uint64_t)(mid * step), 0, &cs) == 0)
+			n = dirty ? cs.nr_dirty + cs.nr_writeback : cs.nr_cache;
+		if (n == 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo * step;
+}

@@ -144,19 +144,12 @@ static uint64_t dirty_pages(int fd, off_t off, off_t len)
  */
 static off_t dirty_front(int fd, off_t size)
 {
-	off_t lo = 0, hi = (size + STEP_BYTES - 1) / STEP_BYTES;
+	off_t end;
 
 	if (size > 0 && dirty_pages(fd, page_down(size - 1), PAGE_BYTES))
 		return size;
-	while (lo < hi) {
-		off_t mid = lo + (hi - lo) / 2;
-
-		if (dirty_pages(fd, mid * STEP_BYTES, 0) == 0)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return lo * STEP_BYTES < size ? lo * STEP_BYTES : size;
+	end = resident_end(fd, size, STEP_BYTES, true);
+	return end < size ? end : size;
 }
 
 /*

@@ -12,6 +12,8 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/bench/lib.sh
+. "$REPO/tests/bench/lib.sh"
 DCFS_BIN=${DCFS_BIN:-$REPO/build/dcfs}
 IO=${DCFS_IO_BIN:-$REPO/build/dcfs-io}
 
@@ -110,9 +112,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
-die() { echo "bench: $*" >&2; exit 1; }
 case $HOT_OP in read|write) ;; *) die "--hot-op: read or write, not '$HOT_OP'" ;; esac
-log() { printf '[%s +%4ds] %s\n' "$(date -u +%H:%M:%S)" $((SECONDS)) "$*" >&2; }
 
 [ "$(id -u)" = 0 ] || die "must run as root (loop devices, drop_caches, cgroups)"
 [ -x "$DCFS_BIN" ] || die "$DCFS_BIN missing (make)"
@@ -232,7 +232,7 @@ write_conf() {
 # Runs the daemon in the foreground (backgrounded here) so its pid is
 # known; with a cgroup it is started from a shell already in it.
 start_dcfs() {
-	local name=$1 conf=$2 back=$3 mnt=$4 cg=$5 extra=${6:-} pid i
+	local name=$1 conf=$2 back=$3 mnt=$4 cg=$5 extra=${6:-}
 	local cpucg=""
 	mkdir -p "$back" "$mnt"
 	if [ "$HZ" = 1000000 ]; then
@@ -248,16 +248,7 @@ start_dcfs() {
 		[ -n "${DAEMON_NOFILE:-}" ] && ulimit -n "$DAEMON_NOFILE"
 		exec "$DCFS_BIN" -f -o "config=$conf${extra:+,$extra}" "$back" "$mnt"
 	) >>"$OUT/logs/dcfs-$name.log" 2>&1 &
-	pid=$!
-	DAEMONS+=("$pid")
-	FUSEMNTS+=("$mnt")
-	for i in $(seq 100); do
-		findmnt -rn -M "$mnt" -t fuse.dcfs >/dev/null 2>&1 && break
-		kill -0 $pid 2>/dev/null || die "dcfs $name died (logs/dcfs-$name.log)"
-		sleep 0.1
-	done
-	findmnt -rn -M "$mnt" -t fuse.dcfs >/dev/null || die "dcfs $name did not mount"
-	eval "PID_${name//-/_}=$pid"
+	dcfs_started "$name" $! "$mnt"
 }
 
 stop_dcfs() { # NAME MNT
@@ -652,15 +643,6 @@ meta_part() {
 }
 
 # ---------------------------------------------------------------- report
-median_awk='
-function med(s,   a, b, m, n, i, j, t) {
-	m = split(s, b, " "); n = 0
-	for (i = 1; i <= m; i++) if (b[i] != "-") a[++n] = b[i]
-	if (n == 0 && m > 0) return "-"
-	for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]; a[j + 1] = t }
-	if (n == 0) return ""
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}'
 
 # charge.csv (rep,sys,bs,writer_kb,daemon_kb) -> $RAW/charge-median.csv:
 # sys,bs,writer_mib,daemon_mib,total_mib

@@ -15,6 +15,8 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/bench/lib.sh
+. "$REPO/tests/bench/lib.sh"
 DCFS_BIN=${DCFS_BIN:-$REPO/build/dcfs}
 IO=${DCFS_IO_BIN:-$REPO/build/dcfs-io}
 
@@ -77,8 +79,6 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
-die() { echo "writes: $*" >&2; exit 1; }
-log() { printf '[%s +%4ds] %s\n' "$(date -u +%H:%M:%S)" $((SECONDS)) "$*" >&2; }
 [ "$(id -u)" = 0 ] || die "must run as root (loop devices, drop_caches, cgroups)"
 [ -x "$DCFS_BIN" ] && [ -x "$IO" ] || die "build first (make)"
 for t in losetup mkfs.ext4 mkfs.xfs mkfs.btrfs fusermount3 findmnt stress-ng; do
@@ -150,7 +150,7 @@ cpu_us() { # name
 }
 
 start_dcfs() { # name fs conf-text
-	local name=$1 back=$W/$2/$1 mnt=$W/mnt-$1 cg=$CPUACCT/dcfs-writes-$$-$1 pid i
+	local name=$1 back=$W/$2/$1 mnt=$W/mnt-$1 cg=$CPUACCT/dcfs-writes-$$-$1
 	mkdir -p "$back" "$mnt"
 	printf "$3" > "$W/$name.conf"
 	mkdir -p "$cg"
@@ -159,16 +159,7 @@ start_dcfs() { # name fs conf-text
 		echo $BASHPID > "$cg/tasks"
 		exec "$DCFS_BIN" -f -o "config=$W/$name.conf" "$back" "$mnt"
 	) >>"$OUT/logs/dcfs-$name.log" 2>&1 &
-	pid=$!
-	DAEMONS+=("$pid")
-	FUSEMNTS+=("$mnt")
-	for i in $(seq 100); do
-		findmnt -rn -M "$mnt" -t fuse.dcfs >/dev/null 2>&1 && break
-		kill -0 $pid 2>/dev/null || die "dcfs $name died (logs/dcfs-$name.log)"
-		sleep 0.1
-	done
-	findmnt -rn -M "$mnt" -t fuse.dcfs >/dev/null || die "dcfs $name did not mount"
-	eval "PID_${name//-/_}=$pid"
+	dcfs_started "$name" $! "$mnt"
 }
 
 ENGINE_CONF='[global]\ndefault = dontcache\nmin_size = 0\npassthrough_writes = no\n'
@@ -306,14 +297,6 @@ hot_part() {
 }
 
 # ------------------------------------------------------------------ report
-median_awk='
-function med(s,   a, b, m, n, i, j, t) {
-	m = split(s, b, " "); n = 0
-	for (i = 1; i <= m; i++) if (b[i] != "") a[++n] = b[i]
-	if (n == 0) return "-"
-	for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]; a[j + 1] = t }
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}'
 
 report_writes() {
 	echo "| load | fs | req | system | MiB/s | × native RWF_DONTCACHE | × native buffered | stream peak MiB (worst) | pages after close | daemon CPU s/GiB | runs used |"
