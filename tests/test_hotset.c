@@ -37,6 +37,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -205,6 +206,17 @@ static int read_all(const char *path, uint64_t *h)
 	return n < 0 ? -1 : 0;
 }
 
+/* -1, saying why on stderr (the child's) with the free space left. */
+static int stream_failed(const char *path, const char *what)
+{
+	int e = errno;
+	struct statvfs sv;
+
+	fprintf(stderr, "hotset: %s of %s: %s (%lld MiB free)\n", what, path, strerror(e),
+		statvfs(path, &sv) == 0 ? (long long)(sv.f_bavail * sv.f_frsize >> 20) : -1LL);
+	return -1;
+}
+
 static int write_stream(const char *path, uint64_t *h)
 {
 	char *buf = malloc(CHUNK);
@@ -212,15 +224,15 @@ static int write_stream(const char *path, uint64_t *h)
 	uint64_t acc = 0;
 
 	if (!buf || fd < 0)
-		return -1;
+		return stream_failed(path, "open");
 	for (unsigned i = 0; i < STREAM_BYTES / CHUNK; i++) {
 		fill_pattern(buf, CHUNK, 7000 + i);
 		acc = acc * 31 + hash64(buf, CHUNK);
 		if (write(fd, buf, CHUNK) != (ssize_t)CHUNK)
-			return -1;
+			return stream_failed(path, "write");
 	}
 	if (fsync(fd) < 0 || close(fd) < 0)
-		return -1;
+		return stream_failed(path, "fsync or close");
 	free(buf);
 	*h = acc;
 	return 0;
@@ -255,7 +267,7 @@ static int read_hot(const char *hot, const char *unused)
 /* Writes the stream through the mount, reads it back through the mount. */
 static int stream_through(const char *path, const char *unused)
 {
-	uint64_t w, r;
+	uint64_t w = 0, r = 0;
 
 	(void)unused;
 	if (write_stream(path, &w) < 0)
@@ -326,10 +338,15 @@ static void hot_attempt(enum hot_mode mode, struct hot_result *r)
 	snprintf(canary, sizeof canary, "%s/canary.dat", m.exp);
 	snprintf(stream_m, sizeof stream_m, "%s/s.mkv", m.mnt);
 	snprintf(stream_b, sizeof stream_b, "%s/s.mkv", m.exp);
+	/* What a failed attempt left would fill the filesystem for the next. */
+	unlink(hot);
+	unlink(canary);
+	unlink(stream_b);
 	buf = malloc(HOT_BYTES);
 	fill_pattern(buf, HOT_BYTES, 6000);
-	ck_assert_int_eq(write_file(hot, buf, HOT_BYTES, 0644), 0);
-	ck_assert_int_eq(write_file(canary, buf, CANARY_BYTES, 0644), 0);
+	ck_assert_msg(write_file(hot, buf, HOT_BYTES, 0644) == 0 &&
+			      write_file(canary, buf, CANARY_BYTES, 0644) == 0,
+		      "writing the hot file and the canary: %s", strerror(errno));
 	free(buf);
 	drop_caches();
 	drops0 = drops_so_far();

@@ -326,9 +326,11 @@ ssize_t io_write(fuse_req_t req, struct dcfs_file *f, const struct fuse_file_inf
 int io_flush(struct dcfs_file *f)
 {
 	int werr = wpipe_flush(f);
-	int fd = dup(f->fd);
-	int err = fd < 0 ? -errno : (int)dcfs_err(close(fd));
+	int fd, err;
 
+	writebehind_flush(f); /* before the next open, maybe before RELEASE */
+	fd = dup(f->fd);
+	err = fd < 0 ? -errno : (int)dcfs_err(close(fd));
 	return werr ? werr : err;
 }
 

@@ -388,6 +388,7 @@ void notify_writer_close(fuse_ino_t ino);
 const char *writebehind_refusal(const struct dcfs_file *f);
 int writebehind_prepare(struct dcfs_file *f);
 void writebehind_decided(struct dcfs_file *f);
+void writebehind_flush(struct dcfs_file *f);
 void writebehind_quiesce(struct dcfs_file *f);
 void writebehind_stop(struct dcfs_file *f);
 unsigned int writebehind_streams(void);

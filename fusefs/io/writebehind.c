@@ -493,6 +493,45 @@ void writebehind_quiesce(struct dcfs_file *f)
 }
 
 /*
+ * What the stream left is written back, waited for and dropped, unless
+ * another handle shares its pages (drop_below()).  The wait advances the
+ * writeback-error cursor of wait_fd only.
+ */
+static void settle(struct wb_state *d, int wait_fd, const char *when)
+{
+	struct dcfs_file *f = d->file;
+	struct dcfs_cachestat before, after;
+
+	stat_range(f->fd, 0, 0, &before);
+	if (sync_file_range(wait_fd, 0, 0,
+			    SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+				    SYNC_FILE_RANGE_WAIT_AFTER) < 0)
+		log_debug("write-behind: ino %llu: writeback at %s: %s\n",
+			  (unsigned long long)f->inode->ino, when, strerror(errno));
+	drop_below(d, 0);
+	if (stat_range(f->fd, 0, 0, &after) == 0)
+		count_dropped(d, &before, &after);
+}
+
+/*
+ * FLUSH, which close(2) of each descriptor of the handle waits for (the
+ * RELEASE comes later, without anyone waiting): the stream is settled now,
+ * so that the program's next open of the file, which may reach the daemon
+ * before that RELEASE, finds it written and out of the page cache as after
+ * a native RWF_DONTCACHE writer; an open of a file with cached pages would
+ * take them for someone else's (io_select.c) and be served differently.
+ * The wait is on the daemon's O_DIRECT descriptor, a file of its own: a
+ * writeback error stays unread for the handle's fd, whose fsync reports it.
+ */
+void writebehind_flush(struct dcfs_file *f)
+{
+	struct wb_state *d = f->wb;
+
+	if (d && d->served && d->dio_fd >= 0)
+		settle(d, d->dio_fd, "close");
+}
+
+/*
  * At release, after passthrough_release() and before f->fd closes: the
  * thread stops, and what the stream left is written back and dropped
  * unless another handle of the inode is still open (then the last one's
@@ -507,19 +546,8 @@ void writebehind_stop(struct dcfs_file *f)
 	if (!d)
 		return;
 	writebehind_quiesce(f);
-	if (d->served && !passthrough_handles(f->inode)) {
-		struct dcfs_cachestat before, after;
-
-		stat_range(f->fd, 0, 0, &before);
-		if (sync_file_range(f->fd, 0, 0,
-				    SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-					    SYNC_FILE_RANGE_WAIT_AFTER) < 0)
-			log_debug("write-behind: ino %llu: writeback at release: %s\n",
-				  (unsigned long long)f->inode->ino, strerror(errno));
-		drop_below(d, 0);
-		if (stat_range(f->fd, 0, 0, &after) == 0)
-			count_dropped(d, &before, &after);
-	}
+	if (d->served && !passthrough_handles(f->inode))
+		settle(d, f->fd, "release");
 	if (d->dio_fd >= 0)
 		close(d->dio_fd);
 	pthread_cond_destroy(&d->cond);
