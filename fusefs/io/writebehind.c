@@ -38,8 +38,10 @@
  *    hold (a filesystem that falls back to buffered reads for O_DIRECT)
  *    the stream is only not paced: nothing is read, nothing is lost.
  * The stream then holds at most about PACE_BYTES plus what the writer
- * adds during one look (measured peaks: tests/bench/README.md) and
- * nothing after release, where the rest is written back and dropped.
+ * adds during one look (measured peaks: tests/bench/README.md; a look
+ * that a busy CPU delays lets the writer run on), and nothing after the
+ * close: at FLUSH (close(2) waits for it) and at release the rest is
+ * written back and dropped.
  *
  * Without the pace a writer faster than its disk fills the page cache up
  * to the kernel's dirty limits (vm.dirty_ratio: gigabytes here), 500-1700
@@ -50,8 +52,9 @@
  * handle that is not a stream dropped behind (passthrough_shared()).
  * Writeback errors reach the writer as natively: the kernel records them
  * in the backing file's mapping (errseq), FUSE sends fsync to the daemon,
- * whose fsync() of this handle's own fd reports them; the pace and the
- * drops never consume them (no fsync here).  ENOSPC, EDQUOT and EFBIG are
+ * whose fsync() of this handle's own fd reports them; the pace, the drops
+ * and the wait at FLUSH (on the O_DIRECT fd, a file of its own) never
+ * consume them.  ENOSPC, EDQUOT and EFBIG are
  * the kernel's answer to the write itself.
  *
  * Kept to ext4 and xfs, where this was measured; btrfs keeps the engine:
