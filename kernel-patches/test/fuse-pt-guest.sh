@@ -84,6 +84,12 @@ on_fs() {
 			attrrace_delay "$backing"
 		elif [ "$cmd" = stacked ]; then
 			stacked "$backing"
+		elif [ "$cmd" = stacked-blk ]; then
+			# the lower mount fuseblk (ntfs-3g's kind) on the
+			# first disk, unmounted while xfs is
+			export FUSE_PT_BLKDEV=${DISK:-/dev/ubd}a
+			run stacked-blk "$backing"
+			unset FUSE_PT_BLKDEV
 		else
 			run "$cmd" "$backing"
 		fi
@@ -100,7 +106,7 @@ fi
 
 # T_FUSE_PT=attrrace: only B2's and B6's cases, on xfs
 if [ "${T_FUSE_PT:-patched}" = attrrace ]; then
-	on_fs xfs ${DISK:-/dev/ubd}c attrrace attrrace-delay stacked
+	on_fs xfs ${DISK:-/dev/ubd}c attrrace attrrace-delay stacked stacked-blk
 	exit $rc
 fi
 
@@ -120,7 +126,7 @@ echo "fuse.passthrough_private=$(cat "$param" 2>/dev/null)"
 run offer expect-yes
 on_fs f2fs ${DISK:-/dev/ubd}a uncached mixed unnegotiated dio
 on_fs ext4 ${DISK:-/dev/ubd}b uncached mixed unnegotiated
-on_fs xfs ${DISK:-/dev/ubd}c uncached mixed unnegotiated attrrace attrrace-delay stacked
+on_fs xfs ${DISK:-/dev/ubd}c uncached mixed unnegotiated attrrace attrrace-delay stacked stacked-blk
 
 echo "== tmpfs (no RWF_DONTCACHE)"
 if mount -t tmpfs -o size=64m tmpfs "$mnt"; then

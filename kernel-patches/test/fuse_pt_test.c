@@ -48,6 +48,9 @@
  *       mount (this server again, in a child): after a passthrough write
  *       the file's blocks and times are the lower server's, not the lower
  *       inode's stale ones
+ *   FUSE_PT_BLKDEV=DEV fuse_pt_test stacked-blk BACKINGDIR
+ *       the same with the lower mount a fuseblk one on block device DEV
+ *       (as ntfs-3g and exfat-fuse are: FS_REQUIRES_DEV)
  *
  * The program is its own FUSE server (one thread, read()/writev() on
  * /dev/fuse), mounted with mount(2) on a fresh directory in /tmp.  Its root
@@ -747,6 +750,9 @@ static void *serve(void *unused)
  * kernel's FUSE_PASSTHROUGH_DONTCACHE offer (FUSE_PASSTHROUGH always is).
  * @serve_data: answer READ and WRITE from the backing files ("dio").
  */
+/* "stacked-blk": the block device of the lower fuseblk mount */
+static const char *lower_blkdev;
+
 static void server_start(const char *backing, bool accept_dontcache,
 			 bool serve_data)
 {
@@ -771,9 +777,16 @@ static void server_start(const char *backing, bool accept_dontcache,
 	snprintf(opts, sizeof(opts),
 		 "fd=%d,rootmode=40000,user_id=0,group_id=0,allow_other",
 		 srv.fd);
-	if (mount("fuse_pt_test", srv.mnt, "fuse", MS_NOSUID | MS_NODEV,
-		  opts))
+	if (srv.no_passthrough && lower_blkdev) {
+		/* "stacked-blk": the lower mount as fuseblk, as ntfs-3g */
+		strcat(opts, ",blksize=4096");
+		if (mount(lower_blkdev, srv.mnt, "fuseblk",
+			  MS_NOSUID | MS_NODEV, opts))
+			die("mount -t fuseblk");
+	} else if (mount("fuse_pt_test", srv.mnt, "fuse", MS_NOSUID | MS_NODEV,
+			 opts)) {
 		die("mount -t fuse");
+	}
 	errno = pthread_create(&srv.thread, NULL, serve, NULL);
 	if (errno)
 		die("pthread_create");
@@ -1781,7 +1794,8 @@ static int usage(void)
 	fprintf(stderr,
 		"usage: fuse_pt_test offer [expect-yes|expect-no]\n"
 		"       fuse_pt_test uncached|mixed|refuse|unnegotiated|dio|"
-		"attrrace|attrrace-delay|stacked BACKINGDIR\n");
+		"attrrace|attrrace-delay|stacked BACKINGDIR\n"
+		"       FUSE_PT_BLKDEV=DEV fuse_pt_test stacked-blk BACKINGDIR\n");
 	return 2;
 }
 
@@ -1980,11 +1994,14 @@ out:
 static int stacked(const char *backing)
 {
 	int up[2], down[2], fd, status;
-	char lower[sizeof(srv.mnt)] = "", go = 'x';
+	char lower[sizeof(srv.mnt)] = "", go = 'x', path[PATH_MAX];
 	unsigned char *buf;
 	struct stat st, real;
 	pid_t pid;
 
+	/* the servers have no UNLINK: the file goes on the backing dir */
+	snprintf(path, sizeof(path), "%s/stacked", backing);
+	unlink(path);
 	if (pipe(up) || pipe(down))
 		die("pipe");
 	pid = fork();
@@ -2017,7 +2034,6 @@ static int stacked(const char *backing)
 		check(0, "stacked: INIT: FUSE_PASSTHROUGH_ATTR accepted");
 		goto out;
 	}
-	unlinkat(srv.dir, "stacked", 0);
 	fd = pt_open("stacked", O_CREAT | O_EXCL | O_RDWR,
 		     PT_FOPEN_PASSTHROUGH);
 	if (fd < 0)
@@ -2031,13 +2047,8 @@ static int stacked(const char *backing)
 		die("stacked: pwrite");
 	if (fstat(fd, &st))
 		die("stacked: fstat");
-	{
-		char p[PATH_MAX];
-
-		snprintf(p, sizeof(p), "%s/stacked", backing);
-		if (stat(p, &real))
-			die(p);
-	}
+	if (stat(path, &real))
+		die(path);
 	check(st.st_size == real.st_size && st.st_blocks == real.st_blocks &&
 	      st.st_mtim.tv_sec == real.st_mtim.tv_sec &&
 	      st.st_mtim.tv_nsec == real.st_mtim.tv_nsec,
@@ -2051,7 +2062,6 @@ static int stacked(const char *backing)
 	      op_count(FUSE_GETATTR));
 	close(fd);
 	free(buf);
-	unlinkat(srv.dir, "stacked", 0);
 out:
 	server_stop();
 	opt_accept_attr = false;
@@ -2063,6 +2073,7 @@ out:
 		check(0, "stacked: the lower FUSE server stopped cleanly");
 	close(up[0]);
 	close(down[1]);
+	unlink(path);
 	return summary();
 }
 
@@ -2089,5 +2100,11 @@ int main(int argc, char **argv)
 		return attr_race(argv[2], true);
 	if (!strcmp(argv[1], "stacked"))
 		return stacked(argv[2]);
+	if (!strcmp(argv[1], "stacked-blk")) {
+		lower_blkdev = getenv("FUSE_PT_BLKDEV");
+		if (!lower_blkdev)
+			return usage();
+		return stacked(argv[2]);
+	}
 	return usage();
 }
