@@ -53,6 +53,11 @@ struct dcfs_inode {
 	_Atomic uint64_t seen;
 	/* coherence.c: who may cache the data, set-id bits seen */
 	_Atomic unsigned int coh_flags;
+	/*
+	 * io/: opens replied without keep_cache, before which the kernel
+	 * drops every page the mount caches of the inode (notify.c).
+	 */
+	_Atomic unsigned int cache_drops;
 	/* handlers/fuse_lock.c: a POSIX lock was taken (closes must FLUSH) */
 	_Atomic bool posix_locked;
 };

@@ -79,7 +79,13 @@
  *   5. An outside change drops F at the next open (before open returns)
  *      or stat, and D's windows through data_gen.
  *   6. Release of a stream drops what it left in F and B; an auto handle's
- *      switch drops what it cached before (io_stream.c).
+ *      switch drops what it cached before (io_stream.c).  Every drop of F
+ *      also drops the attributes, and a GETATTR in flight meanwhile is
+ *      discarded by the kernel: so no drop is sent that an open without
+ *      keep_cache made needless (the kernel dropped all of F before that
+ *      open returned), or the new reader's size refresh after a change
+ *      from outside may be lost and its read stop at the old end
+ *      (notify_cache_dropped(), #20).
  *   7. posix_fadvise(DONTNEED) drops clean pages only (F or B): nothing to
  *      do.  A reload changes the decisions of later opens only.
  *

@@ -162,6 +162,9 @@ static void open_finish(struct dcfs_file *f, struct fuse_file_info *fi)
 	if (fi->direct_io || passthrough_by_kernel(f))
 		f->use.fuse_cached = false;
 	coherence_opened(f, fi);
+	/* The kernel drops the file's FUSE cache before this open returns. */
+	if (!fi->keep_cache && S_ISREG(f->inode->type))
+		notify_cache_dropped(f->inode);
 	if (f->pt.dropbehind_wish && passthrough_by_kernel(f))
 		dropbehind_add(f);
 	writebehind_decided(f);

@@ -135,6 +135,7 @@ struct stream_state {
 	uint64_t seq_run;
 	off_t seq_start;
 	off_t inval_done;     /* FUSE cache of this stream dropped up to here */
+	unsigned int drops_seen; /* inode->cache_drops at its last request */
 	off_t pre_lo, pre_hi; /* span cached before the switch */
 	uint64_t window;
 	bool fadv_random;
@@ -380,6 +381,7 @@ void notify_stop(void);
 void notify_inval(fuse_ino_t ino, off_t off, off_t len, unsigned int allowed);
 void notify_inval_range_now(fuse_ino_t ino, off_t off, off_t len);
 void notify_inval_attr_now(fuse_ino_t ino);
+void notify_cache_dropped(struct dcfs_inode *inode);
 bool notify_writer_open(fuse_ino_t ino);
 void notify_writer_mixed(fuse_ino_t ino);
 void notify_writer_close(fuse_ino_t ino);

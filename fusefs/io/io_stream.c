@@ -266,6 +266,19 @@ static bool trails_fuse_cache(const struct dcfs_file *f)
 	return f->use.fuse_cached || (f->stream->target && !f->stream->switch_after);
 }
 
+/*
+ * Has an open dropped the file's whole FUSE cache (notify_cache_dropped())
+ * since the handle's last request?  Then nothing of its stream is left
+ * there, and a drop at its release, which arrives asynchronously and may
+ * well come after such an open, would only disturb the new reader's first
+ * size refresh (notify.c).
+ */
+static bool dropped_since_last_request(const struct dcfs_file *f)
+{
+	/* At release no request holds the handle any more: no lock. */
+	return atomic_load(&f->inode->cache_drops) != f->stream->drops_seen;
+}
+
 static void stream_release(struct dcfs_file *f)
 {
 	/* First what is still buffered, then what it leaves in the cache. */
@@ -277,7 +290,7 @@ static void stream_release(struct dcfs_file *f)
 	 * FUSE cache, and not what backing read-ahead brought in around it
 	 * (unless the file was in use when we opened it).
 	 */
-	if (trails_fuse_cache(f))
+	if (trails_fuse_cache(f) && !dropped_since_last_request(f))
 		notify_inval(f->inode->nodeid, 0, 0, 0);
 	if (f->stream->target && !f->stream->switch_after && !f->use.was_resident)
 		fallback_drop(f, f->stream->pre_lo, f->stream->seq_next + SEQ_SLACK);
@@ -391,6 +404,8 @@ void io_stream_account(struct dcfs_file *f, off_t off, size_t n)
 	if (f->io != &io_stream || !n || !(f->stream->target || f->use.fuse_cached))
 		return;
 	pthread_mutex_lock(&f->lock);
+	/* Before the request is served: its pages are the kernel's already. */
+	f->stream->drops_seen = atomic_load(&f->inode->cache_drops);
 	if (!continues_stream(f, off)) {
 		if (f->use.fuse_cached)
 			drop_left_behind(f, off);

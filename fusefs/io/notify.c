@@ -32,6 +32,7 @@
  * its file open), only the whole file after the last one.  As natively, a
  * file read and written at once stays cached while open for writing.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "io/io.h"
@@ -217,6 +218,38 @@ void notify_writer_close(fuse_ino_t ino)
 			enqueue(ino, 0, 0, 0);
 		free(w);
 	}
+	pthread_mutex_unlock(&nt.qlock);
+}
+
+/*
+ * An open of inode is replied without keep_cache: before it returns, the
+ * kernel drops every page the mount caches of the file.  The drops queued
+ * for it are then owed to nobody, and one sent after the open's reply
+ * would only hurt: every FUSE_NOTIFY_INVAL_INODE also invalidates the
+ * attributes and bumps the inode's attr_version, and the kernel discards
+ * the reply of a GETATTR that was in flight meanwhile.  After a change
+ * from outside, the reader's first GETATTR is what tells the kernel the
+ * new size; discarded, a read through the FUSE cache stops at the old end
+ * (tests/KNOWN_FAILURES.md #20).  So they go from the queue here, one
+ * being sent is waited for, and cache_drops tells the handles that read
+ * before this open that what they left is gone already (io_stream.c).
+ */
+void notify_cache_dropped(struct dcfs_inode *inode)
+{
+	fuse_ino_t ino = inode->nodeid;
+	size_t kept = 0;
+
+	atomic_fetch_add(&inode->cache_drops, 1);
+	pthread_mutex_lock(&nt.qlock);
+	while (nt.sending == ino)
+		pthread_cond_wait(&nt.sent_cond, &nt.qlock);
+	for (size_t i = 0; i < nt.count; i++) {
+		struct inval iv = nt.queue[(nt.head + i) % QUEUE_MAX];
+
+		if (iv.ino != ino)
+			nt.queue[(nt.head + kept++) % QUEUE_MAX] = iv;
+	}
+	nt.count = kept;
 	pthread_mutex_unlock(&nt.qlock);
 }
 
