@@ -154,6 +154,7 @@ void idstate_end(struct idstate_writer *w, size_t n);
 void idstate_load(int (*add)(uint64_t nodeid, ino_t ino, mode_t type,
 			     struct file_handle *fh));
 void inode_forget(struct dcfs_inode *inode, uint64_t n);
+void inode_release_name(int dirfd, const char *name);
 int inode_stat(struct dcfs_inode *inode, struct stat *st);
 void inode_proc_path(int fd, char buf[64]);
 int inode_backing_path(struct dcfs_inode *inode, char *buf, size_t size);
@@ -166,6 +167,7 @@ void fdcache_unpin(struct dcfs_inode *inode);
 void fdcache_add(struct dcfs_inode *inode);
 bool fdcache_adopt(struct dcfs_inode *inode, int fd);
 int fdcache_remove(struct dcfs_inode *inode);
+int fdcache_evict(struct dcfs_inode *inode);
 bool fdcache_retry(int err);
 void fdcache_report(int err, const char *what);
 void fdcache_stats(struct fdcache_stats *s);

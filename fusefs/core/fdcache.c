@@ -147,6 +147,26 @@ int fdcache_remove(struct dcfs_inode *inode)
 	return fd;
 }
 
+/*
+ * Takes inode's fd out of the cache if nothing uses it (no pin) and it can
+ * be reopened (a handle): returns the fd for the caller to close, or -1.
+ */
+int fdcache_evict(struct dcfs_inode *inode)
+{
+	int fd = -1;
+
+	pthread_mutex_lock(&cache.cache_lock);
+	if (inode->pins == 0 && inode->handle && inode->fd >= 0) {
+		lru_remove(inode);
+		fd = inode->fd;
+		inode->fd = -1;
+		cache.n_cached--;
+		atomic_fetch_add(&cache.n_evictions, 1);
+	}
+	pthread_mutex_unlock(&cache.cache_lock);
+	return fd;
+}
+
 int fdcache_pin(struct dcfs_inode *inode)
 {
 	int fd;

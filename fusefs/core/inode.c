@@ -12,6 +12,8 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <linux/openat2.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -701,6 +703,37 @@ void inode_forget(struct dcfs_inode *inode, uint64_t n)
 	if (fd >= 0)
 		close(fd);
 	free_list(dead);
+}
+
+/*
+ * name in dirfd is about to go (unlink, or a rename over it).  An NFS
+ * client does not remove a name whose dentry someone still references (a
+ * cached O_PATH fd does) but renames it to .nfsXXXX until the reference
+ * goes ("silly rename"): the directory stays non-empty, and rm -r of a
+ * tree just written through dcfs failed with ENOTEMPTY.  So on NFS the
+ * victim's cached fd is closed first when no request is using it (its
+ * handle reopens it if it is asked for again).  A file that is open keeps
+ * its .nfsXXXX, as it does natively.
+ */
+void inode_release_name(int dirfd, const char *name)
+{
+	struct dcfs_inode *victim;
+	struct statfs sf;
+	struct stat st;
+	int fd = -1;
+
+	if (fstatfs(dirfd, &sf) < 0 || sf.f_type != NFS_SUPER_MAGIC)
+		return;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    S_ISDIR(st.st_mode))
+		return;
+	pthread_mutex_lock(&dcfs.table_lock);
+	victim = table_find(st.st_dev, st.st_ino);
+	if (victim && victim != &dcfs.root && !victim->ghost)
+		fd = fdcache_evict(victim);
+	pthread_mutex_unlock(&dcfs.table_lock);
+	if (fd >= 0)
+		close(fd);
 }
 
 /*

@@ -261,6 +261,8 @@ static int unlink_in(fuse_ino_t parent, const char *name, int flags)
 
 	if (fd < 0)
 		return fd;
+	if (!(flags & AT_REMOVEDIR))
+		inode_release_name(fd, name);
 	err = (int)dcfs_err(unlinkat(fd, name, flags));
 	fdcache_unpin(dir);
 	return err;
@@ -289,6 +291,8 @@ static void dcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return;
 	}
 	tfd = fdcache_pin(to);
+	if (tfd >= 0 && !(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)))
+		inode_release_name(tfd, newname);
 	err = tfd < 0 ? tfd :
 			(int)dcfs_err(renameat2(ffd, name, tfd, newname, flags));
 	if (tfd >= 0)
