@@ -79,6 +79,7 @@ static void log_one(const char *where, const char *rel, dev_t *seen,
 		    size_t *nseen)
 {
 	char limit[32] = "unlimited", ident[96], pts[64];
+	const char *later;
 	struct file_handle *fh;
 	struct probe *p;
 	struct rlimit rl;
@@ -116,10 +117,14 @@ static void log_one(const char *where, const char *rel, dev_t *seen,
 			 "identity O_PATH fd per inode; fd budget %s", limit);
 	free(fh);
 	passthrough_summary(pts, sizeof(pts));
-	log_info("backing %s %s (dev %u:%u): RWF_DONTCACHE read %s, write %s; passthrough %s; %s\n",
+	/* exFAT, NFS and read-only filesystems: said later, at the first stream */
+	later = p->rd == PROBE_UNKNOWN || p->wr == PROBE_UNKNOWN ?
+			" (not probed: no O_TMPFILE or not writable; the first stream decides)" :
+			"";
+	log_info("backing %s %s (dev %u:%u): RWF_DONTCACHE read %s, write %s%s; passthrough %s; %s\n",
 		 p->fstype[0] ? p->fstype : "fs", where, major(p->dev),
 		 minor(p->dev), probe_state_name(p->rd),
-		 probe_state_name(p->wr), pts, ident);
+		 probe_state_name(p->wr), later, pts, ident);
 }
 
 /*

@@ -171,12 +171,15 @@ trail_start() {	# FILE
 	rm -f "$K_WORK/trail.ready"
 	"$IO" trail "$1" 100 "$K_WORK/trail.ready" > "$K_WORK/trail" 2>&1 &
 	TRAIL=$!
-	for _ in $(seq 50); do [ -e "$K_WORK/trail.ready" ] && break; sleep 0.1; done
+	# a program started over 9p under TCG may take seconds
+	for _ in $(seq 300); do [ -e "$K_WORK/trail.ready" ] && break; sleep 0.1; done
 }
+# The peak, or - when the sampler gave nothing (the stage then fails: a
+# residency that was not measured must not pass)
 trail_stop() {
 	kill "$TRAIL" 2>/dev/null
 	wait "$TRAIL" 2>/dev/null
-	awk '{ print $1 }' "$K_WORK/trail"
+	awk '{ print $1 }' "$K_WORK/trail" | grep . || echo -
 }
 
 # The clean pages of these files out of the page cache (never the whole
@@ -250,19 +253,20 @@ EOF
 	metric "$fs" uring "${ur:-?}"
 	metric "$fs" mountlog "${line#*: }"
 	# The kernel's own answer must be what dcfs states: in the mount log
-	# (a remote filesystem is not probed at startup: unknown there) and in
+	# (a filesystem without O_TMPFILE, such as exFAT and NFS, cannot be
+	# probed at startup: unknown there, "the first stream decides") and in
 	# dcfs stat once the streams have run (this stage runs after them)
-	local sr sw jr jw
-	sr=$(sed -n 's/.*RWF_DONTCACHE read \([a-z]*\), write \([a-z]*\);.*/\1/p' <<<"$line")
-	sw=$(sed -n 's/.*RWF_DONTCACHE read \([a-z]*\), write \([a-z]*\);.*/\2/p' <<<"$line")
+	local sr sw jr jw later=''
+	sr=$(sed -n 's/.*RWF_DONTCACHE read \([a-z]*\), write \([a-z]*\)[ ;].*/\1/p' <<<"$line")
+	sw=$(sed -n 's/.*RWF_DONTCACHE read \([a-z]*\), write \([a-z]*\)[ ;].*/\2/p' <<<"$line")
 	read -r jr jw <<<"$(python3 -c '
 import json, sys
 for p in json.load(sys.stdin).get("probes", []):
     print(p["read"], p["write"])
     break' <<<"$js" 2>/dev/null)"
 	metric "$fs" probe_after_streams "${jr:-?} ${jw:-?}"
-	if [ "$sr $sw" = "unknown unknown" ] && [ "$fs" = nfs ]; then
-		sr=$jr sw=$jw
+	if [ "$sr $sw" = "unknown unknown" ] && grep -q "the first stream decides" <<<"$line"; then
+		sr=$jr sw=$jw later=", unknown at mount (no O_TMPFILE), decided at the first stream"
 	fi
 	want_pt=$(kconfig FUSE_PASSTHROUGH)
 	want_ur=$(kconfig FUSE_IO_URING)
@@ -283,7 +287,7 @@ for p in json.load(sys.stdin).get("probes", []):
 	if [ -n "$why" ]; then
 		result "$fs" caps FAIL "$why"
 	else
-		result "$fs" caps PASS "dontcache r/w ${sr:-?}/${sw:-?} (native $dc), passthrough $pt, uring $ur$([ "$fs" = nfs ] && echo ", remote: probed at the first stream")"
+		result "$fs" caps PASS "dontcache r/w ${sr:-?}/${sw:-?} (native $dc), passthrough $pt, uring $ur$later"
 	fi
 }
 
@@ -363,6 +367,8 @@ stage_stream() {	# FS MNT BACKING_EXPORT CG
 	metric "$fs" hot_survival_write "${sv:--}"
 	if [ "$(stat -c %s "$bs")" != $((STREAM_MIB << 20)) ]; then
 		result "$fs" stream-write FAIL "backing file has $(stat -c %s "$bs") bytes, not $((STREAM_MIB << 20))"
+	elif [ "$peak" = - ]; then
+		result "$fs" stream-write FAIL "no residency samples (dcfs-io trail: $(head -c 200 "$K_WORK/trail"))"
 	elif [ "$after" = - ] || [ "$after" -gt "$AFTER_BOUND_PAGES" ] ||
 	     [ "$peak" -gt $((PEAK_BOUND_MIB * 256)) ]; then
 		result "$fs" stream-write FAIL "${STREAM_MIB} MiB: peak $((peak / 256)) MiB resident (bound $PEAK_BOUND_MIB), $after pages after close (bound $AFTER_BOUND_PAGES)"
@@ -383,6 +389,8 @@ stage_stream() {	# FS MNT BACKING_EXPORT CG
 	fi
 	if [ "$(awk '{ print $1 }' <<<"$out")" != $((STREAM_MIB << 20)) ]; then
 		result "$fs" stream-read FAIL "read $out"
+	elif [ "$peak" = - ]; then
+		result "$fs" stream-read FAIL "no residency samples (dcfs-io trail: $(head -c 200 "$K_WORK/trail"))"
 	elif [ "$after" = - ] || [ "$after" -gt "$AFTER_BOUND_PAGES" ] ||
 	     [ "$peak" -gt $((bound * 256)) ]; then
 		result "$fs" stream-read FAIL "$how: peak $((peak / 256)) MiB resident (bound $bound), $after pages after close (bound $AFTER_BOUND_PAGES)"
