@@ -149,27 +149,39 @@ def figures(runs):
 
 
 def markdown(runs):
-    print("| kernel | fs | streams | cached files | peak / after, write | "
-          "peak / after, read | hot set kept | daemon on the stream |")
-    print("|---|---|---|---|---|---|---|---|")
+    """One row per kernel x filesystem: how cached files and streams are
+    served, the stream's pages on the backing file (peak while it runs /
+    left after close), the hot set kept, the daemon's CPU on the stream."""
+    print("| kernel | fs | cached files | stream writes | stream reads | "
+          "write: peak MiB / pages after | read: peak MiB / pages after | "
+          "hot set kept | daemon CPU ticks w / r | cached file in page cache |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for run in runs:
         for fs, m in run["metrics"].items():
             if "stream_write_peak_pages" not in m:
                 continue
-            dc = m.get("native_dontcache", "-")
-            streams = "RWF_DONTCACHE" if dc.split(" ")[-1:] == ["yes"] else "fallback"
-            if m.get("passthrough") == "on":
-                cached = "passthrough"
-            else:
-                cached = "forwarded"
+            dc = m.get("probe_after_streams", m.get("native_dontcache", "- -")).split(" ")
+            dc += ["-"] * (2 - len(dc))
+            cached = "passthrough" if m.get("passthrough") == "on" else "forwarded"
             wr = int(m.get("stream_write_requests", "0") or 0)
             rd = int(m.get("stream_read_requests", "0") or 0)
-            daemon = "writes %s, reads %s" % ("yes" if wr else "no", "yes" if rd else "no")
-            print("| %s | %s | %s | %s | %s MiB / %s pg | %s MiB / %s pg | %s | %s |" % (
-                run["name"], fs, streams, cached,
+            writes = ("RWF_DONTCACHE" if dc[1] == "yes" else "fallback") if wr else "kernel"
+            if rd:
+                reads = "RWF_DONTCACHE" if dc[0] == "yes" else "fallback"
+            else:
+                reads = "kernel, dropped behind"
+            hb = int(m.get("hot_pages_backing", "0") or 0)
+            hm = int(m.get("hot_pages_mount", "0") or 0)
+            # a passthrough file's mapping is the backing file's (the
+            # mount's pages counted are those): one copy
+            copies = "twice (mount + backing)" if cached == "forwarded" and hb and hm else "once"
+            print("| %s | %s | %s | %s | %s | %s / %s | %s / %s | %s | %s / %s | %s |" % (
+                run["name"], fs, cached, writes, reads,
                 mib(m.get("stream_write_peak_pages")), m.get("stream_write_after_pages", "-"),
                 mib(m.get("stream_read_peak_pages")), m.get("stream_read_after_pages", "-"),
-                pct(m.get("hot_survival")), daemon))
+                pct(m.get("hot_survival")),
+                m.get("stream_write_daemon_ticks", "-"), m.get("stream_read_daemon_ticks", "-"),
+                copies))
 
 
 def main(argv):
