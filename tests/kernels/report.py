@@ -112,12 +112,23 @@ def stage_tables(runs):
         stages += sorted({s for s, _ in cells} - set(stages))
         rows = [[s] + [cells.get((s, fs), ("", ""))[0] for fs in fss] for s in stages]
         print(table(["stage"] + fss, rows))
+        # one line per reason: the filesystems all of whose stages it
+        # covers, else fs:stage pairs
         notes = {}
         for (stage, fs), (status, detail) in cells.items():
             if status in ("FAIL", "SKIP"):
-                notes.setdefault((status, stage, detail), []).append(fs)
-        for (status, stage, detail), where in sorted(notes.items()):
-            print("  %s %s [%s]: %s" % (status, stage, " ".join(where), detail))
+                notes.setdefault((status, detail), []).append((fs, stage))
+        for (status, detail), where in sorted(notes.items()):
+            names = []
+            for fs in fss:
+                mine = [st for f, st in where if f == fs]
+                if not mine:
+                    continue
+                if len(mine) == sum(1 for (_, f) in cells if f == fs):
+                    names.append("%s (all %d)" % (fs, len(mine)))
+                else:
+                    names += ["%s:%s" % (fs, st) for st in mine]
+            print("  %s [%s]: %s" % (status, " ".join(names), detail))
     return failed
 
 

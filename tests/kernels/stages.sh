@@ -165,8 +165,8 @@ resident_settled() {
 	echo "$best"
 }
 # A sampler of FILE's resident pages every 100 ms (dcfs-io trail), in the
-# background until trail_stop, which prints the peak
-TRAIL=''
+# background until trail_stop, which sets PEAK
+TRAIL='' PEAK=''
 trail_start() {	# FILE
 	rm -f "$K_WORK/trail.ready"
 	"$IO" trail "$1" 100 "$K_WORK/trail.ready" > "$K_WORK/trail" 2>&1 &
@@ -174,12 +174,15 @@ trail_start() {	# FILE
 	# a program started over 9p under TCG may take seconds
 	for _ in $(seq 300); do [ -e "$K_WORK/trail.ready" ] && break; sleep 0.1; done
 }
-# The peak, or - when the sampler gave nothing (the stage then fails: a
-# residency that was not measured must not pass)
+# PEAK: the peak, or - when the sampler gave nothing (the stage then fails:
+# a residency that was not measured must not pass).  Not a function to
+# call in $(...): a subshell cannot wait for the sampler, and read its
+# output before the sampler wrote it (the f2fs read stream of the 6.1
+# guest once passed with no figure at all).
 trail_stop() {
 	kill "$TRAIL" 2>/dev/null
 	wait "$TRAIL" 2>/dev/null
-	awk '{ print $1 }' "$K_WORK/trail" | grep . || echo -
+	PEAK=$(awk '{ print $1 }' "$K_WORK/trail" | grep . || echo -)
 }
 
 # The clean pages of these files out of the page cache (never the whole
@@ -356,12 +359,13 @@ stage_stream() {	# FS MNT BACKING_EXPORT CG
 	t0=$(dcfs_ticks) w0=$(dcfs_requests write)
 	trail_start "$bs"
 	if ! out=$(incg "$cg" "$IO" write "$s" "${STREAM_MIB}M" 1M 2>&1); then
-		trail_stop > /dev/null
+		trail_stop
 		result "$fs" stream-write FAIL "dcfs-io write: $out"
 		return
 	fi
 	after=$(resident_settled "$bs")
-	peak=$(trail_stop)
+	trail_stop
+	peak=$PEAK
 	stream_metrics "$fs" write "$peak" "$after" "$w0" "$t0"
 	sv=$("$IO" survival "$bhot" "$hb.back" 2>/dev/null | awk '{ print $3 }')
 	metric "$fs" hot_survival_write "${sv:--}"
@@ -381,7 +385,8 @@ stage_stream() {	# FS MNT BACKING_EXPORT CG
 	trail_start "$bs"
 	out=$(incg "$cg" "$IO" read "$s" 1M 2>&1) || true
 	after=$(resident_settled "$bs")
-	peak=$(trail_stop)
+	trail_stop
+	peak=$PEAK
 	stream_metrics "$fs" read "$peak" "$after" "$r0" "$t0"
 	local bound=$PEAK_BOUND_MIB how="fallback or RWF_DONTCACHE by dcfs"
 	if [ "$(($(dcfs_requests read) - r0))" = 0 ]; then
