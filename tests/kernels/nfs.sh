@@ -236,7 +236,7 @@ stage_nfs_errors() {	# SERVER_DIR
 
 # ---------------------------------------------------------------- nfs-export
 run_nfs_export() {	# DEV
-	local srv=$K_WORK/v4/nx m=$K_WORK/v4/dcfs why cg rc=0
+	local srv=$K_WORK/v4/nx m=$K_WORK/v4/dcfs why cg rc=0 e s
 	if ! nfs_start "$1" "$srv"; then
 		why=$NFS_WHY
 		for s in export-rw export-restart; do want "$s" && result nfs-export "$s" SKIP "$why"; done
@@ -255,6 +255,12 @@ run_nfs_export() {	# DEV
 	nfs_export "$srv" 43 >/dev/null
 	want export-rw && stage_export_rw "$m" "$srv/native"
 	want export-restart && stage_export_restart "$m" "$srv/export" "$cg"
+	# nfsd holds files of the dcfs mount: it lets go first, or the
+	# daemon cannot finish after the unmount (the 6.12 guest waited)
+	for e in $NFS_EXPORTS; do exportfs -u "$e" 2>/dev/null; done
+	NFS_EXPORTS=''
+	rpc.nfsd 0 2>/dev/null
+	exportfs -f 2>/dev/null
 	dcfs_stop || rc=$?
 	want daemon && stage_daemon nfs-export "$rc"
 	cg_del "$cg"

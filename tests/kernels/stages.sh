@@ -133,13 +133,22 @@ dcfs_start() {
 	done
 	return 1
 }
-# dcfs_stop: unmount and wait; the daemon's exit status
+# running PID: alive and not a zombie (kill -0 also finds zombies)
+running() { local s; s=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null); [ -n "$s" ] && [ "$s" != Z ]; }
+# dcfs_stop: unmount and wait, at most 2 minutes (then SIGKILL: a daemon
+# that does not finish is a failure, not a guest that hangs); the
+# daemon's exit status
 dcfs_stop() {
 	local rc=0
 	[ -n "$DPID" ] || return 0
 	umount "$DMNT" 2>/dev/null || umount -l "$DMNT" 2>/dev/null || true
+	for _ in $(seq 1200); do running "$DPID" || break; sleep 0.1; done
+	if running "$DPID"; then
+		echo "[$K_NAME] dcfs ($DPID) still running 2 minutes after the unmount of $DMNT: killed"
+		kill -KILL "$DPID" "$DAEMON" 2>/dev/null
+	fi
 	wait "$DPID" || rc=$?
-	DPID=
+	DPID=''
 	return $rc
 }
 dcfs_ticks() {	# utime + stime of the daemon, in clock ticks
