@@ -56,12 +56,13 @@ int own_reload(struct own_mount *m, const char *text);
 int count_str(const char *hay, const char *needle);
 /* getxattr as a malloc'd NUL-terminated string, NULL (errno) on error. */
 char *xattr_str(const char *path, const char *name);
-/* Counter cls.key from user.dcfs.stats of mnt, -1 if not found. */
+/* Counter key of class cls in user.dcfs.stats; fails the test when absent
+ * (an opcode of class "requests" not seen yet is 0). */
 long long stats_get(const char *mnt, const char *cls, const char *key);
 /* Polls stats_get() until it is at least want (timeout scaled); the last value. */
 long long stats_wait_ge(const char *mnt, const char *cls, const char *key, long long want,
 			double timeout_s);
-/* Resident pages of fd (whole file), or -1. */
+/* Resident pages of fd (whole file); fails the test if cachestat(2) does. */
 long long resident_pages(int fd);
 long long resident_range(int fd, uint64_t off, uint64_t len);
 /* Poll until resident pages of path (opened O_RDONLY) are <= max; returns
