@@ -171,24 +171,17 @@ arch-check: $(DAEMON_OBJS)
 	@python3 tests/arch/prefixes.py $(addprefix --alias ,$(PREFIXES)) $(DAEMON_OBJS)
 
 # make lint: the formatter, every shell script, the layers.
-# clang-format (.clang-format: the kernel's style, 100 columns) checks the
-# files of FORMATTED only.  The list grows: a new file joins it formatted,
-# and the rest of the tree is reformatted in one commit of its own when no
-# other branch is editing it (issue 39, phase 2), so that the reformat
-# conflicts with nobody's work; FORMATTED then becomes every C file.
-FORMATTED := fusefs/core/nodeid.c fusefs/core/state.c fusefs/daemon/daemon.h \
-	fusefs/base/drain.c fusefs/base/log.c fusefs/transport/transport.h \
-	fusefs/policy/keys.c fusefs/handlers/op_table.c fusefs/io/admit.c fusefs/io/resident.c fusefs/io/io.c fusefs/io/copy.c \
-	fusefs/transport/wire.c \
-	include/dcfs_fuse_proto.h include/dcfs_version.h \
-	tests/own_mount.c tests/own_mount.h tests/test_config.c tests/test_dirs.c \
-	tests/test_mountopts.c fusefs/io/writebehind.c tests/test_hotset.c
+# clang-format (.clang-format: the kernel's style, 100 columns) checks
+# every C file of the daemon, its headers and its tests (kernel-patches/
+# follows the kernel's own checkpatch instead).
+FORMATTED = $(filter %.c %.h,$(shell git ls-files fusefs include tests 2>/dev/null))
 # Every tracked file whose first line runs sh, bash or dash.
 TRACKED = $(shell git ls-files 2>/dev/null | grep -v '\.png$$')
 SHELL_SCRIPTS = $(shell awk 'FNR == 1 { if (/^\#!.*[\/ ](ba|da)?sh( |$$)/) print FILENAME; nextfile }' $(TRACKED))
 
 lint: arch-check
 	@[ -n "$(SHELL_SCRIPTS)" ] || { echo "lint: no shell scripts found (not a git checkout?)"; exit 1; }
+	@[ -n "$(FORMATTED)" ] || { echo "lint: no C files found (not a git checkout?)"; exit 1; }
 	clang-format --dry-run -Werror $(FORMATTED)
 	shellcheck -x -S warning $(SHELL_SCRIPTS)
 	@echo "lint: $(words $(FORMATTED)) files formatted, $(words $(SHELL_SCRIPTS)) shell scripts clean"

@@ -66,19 +66,19 @@ struct dcfs_config {
 	enum dcfs_policy default_policy;
 	int64_t min_size;
 	uint64_t auto_threshold;
-	uint64_t window;    /* fallback write-behind/drop-behind window */
-	uint64_t readahead; /* per-handle read-ahead buffer */
-	uint64_t writeback_limit; /* uncached bytes a stream has in writeback */
-	uint64_t inflight;	  /* background write bytes per handle */
-	uint64_t inflight_mount;  /* ... and per mount */
-	bool prefetch;		  /* double-buffered read-ahead */
-	bool fuse_readahead;	  /* read-only streams through the FUSE cache */
-	bool passthrough_reads;	  /* ... or read by the kernel, dropped behind */
-	bool passthrough_writes;  /* write streams written by the kernel, written behind */
+	uint64_t window;	   /* fallback write-behind/drop-behind window */
+	uint64_t readahead;	   /* per-handle read-ahead buffer */
+	uint64_t writeback_limit;  /* uncached bytes a stream has in writeback */
+	uint64_t inflight;	   /* background write bytes per handle */
+	uint64_t inflight_mount;   /* ... and per mount */
+	bool prefetch;		   /* double-buffered read-ahead */
+	bool fuse_readahead;	   /* read-only streams through the FUSE cache */
+	bool passthrough_reads;	   /* ... or read by the kernel, dropped behind */
+	bool passthrough_writes;   /* write streams written by the kernel, written behind */
 	bool passthrough_uncached; /* streams: uncached I/O by the kernel */
 	bool force_fallback;	   /* streams: the fallback even with RWF_DONTCACHE */
-	uint64_t write_expire_ms; /* longest wait in a write buffer; 0: none */
-	int log_level;	    /* fuse_log_level; -1 = unchanged */
+	uint64_t write_expire_ms;  /* longest wait in a write buffer; 0: none */
+	int log_level;		   /* fuse_log_level; -1 = unchanged */
 	struct cfg_class *classes;
 	size_t n_classes;
 	struct cfg_dir *dirs;
@@ -101,14 +101,13 @@ struct dcfs_decision {
 	const char *class_name; /* NULL: no class; points into the config */
 	char reason[160];
 	int64_t min_size;
-	bool deferred; /* cached until min_size bytes were written */
+	bool deferred;	    /* cached until min_size bytes were written */
 	int fuse_readahead; /* -1: as [global]; else the [process] rule's */
 };
 
 /* config.c */
 struct dcfs_config *config_defaults(void);
-int config_load(const char *path, struct dcfs_config **out,
-		struct cfg_errors *errs);
+int config_load(const char *path, struct dcfs_config **out, struct cfg_errors *errs);
 int config_load_stream(const char *name, FILE *fp, struct dcfs_config **out,
 		       struct cfg_errors *errs);
 /* A config file larger than this is refused (documented in dcfs.conf(5)). */
@@ -120,8 +119,8 @@ ssize_t config_read_fd(int fd, char **out);
 /* The bytes config_load() parses (room for one more byte), or -errno. */
 ssize_t config_read(const char *path, char **out, struct cfg_errors *errs);
 /* Parses len bytes of buf, which has room for one more. */
-int config_load_bytes(const char *path, char *buf, size_t len,
-		      struct dcfs_config **out, struct cfg_errors *errs);
+int config_load_bytes(const char *path, char *buf, size_t len, struct dcfs_config **out,
+		      struct cfg_errors *errs);
 /* Records a whole message (already "FILE: ..."). */
 void config_error_add(struct cfg_errors *errs, const char *msg);
 void config_free(struct dcfs_config *cfg);
@@ -133,9 +132,8 @@ int policy_parse(const char *s, enum dcfs_policy *out);
 int config_size_parse(const char *s, uint64_t *out);
 
 /* policy.c: matching, pure functions over a config */
-void policy_decide(const struct dcfs_config *cfg, const char *path,
-		   const char *comm, int64_t size, bool writable,
-		   struct dcfs_decision *d);
+void policy_decide(const struct dcfs_config *cfg, const char *path, const char *comm, int64_t size,
+		   bool writable, struct dcfs_decision *d);
 
 void policy_describe(const struct dcfs_decision *d, char *buf, size_t size);
 

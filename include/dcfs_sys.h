@@ -31,8 +31,7 @@ struct dcfs_cachestat {
 };
 
 /* Resident pages of [off, off + len) of fd, or -errno. */
-static inline long dcfs_cachestat(int fd, uint64_t off, uint64_t len,
-				  struct dcfs_cachestat *cs)
+static inline long dcfs_cachestat(int fd, uint64_t off, uint64_t len, struct dcfs_cachestat *cs)
 {
 	struct dcfs_cachestat_range r = { off, len };
 	long ret = syscall(DCFS_NR_CACHESTAT, fd, &r, cs, 0);

@@ -242,13 +242,25 @@ char *read_file_str(const char *path)
 const char *log_problem(const char *log)
 {
 	static const char *bad[] = {
-		"ERROR: AddressSanitizer", "runtime error:", "LeakSanitizer",
-		"ERROR: ThreadSanitizer", "Assertion", "Segmentation fault",
-		"stack smashing", "double free", "corrupted",
+		"ERROR: AddressSanitizer",
+		"runtime error:",
+		"LeakSanitizer",
+		"ERROR: ThreadSanitizer",
+		"Assertion",
+		"Segmentation fault",
+		"stack smashing",
+		"double free",
+		"corrupted",
 		/* libfuse complaining about the daemon's replies */
-		"bad error value", "writing device", "unknown operation", "fuse_reply_",
+		"bad error value",
+		"writing device",
+		"unknown operation",
+		"fuse_reply_",
 		/* the daemon's own lines for what must never happen */
-		"BUG:", "not where expected", "got no reply", "malformed request",
+		"BUG:",
+		"not where expected",
+		"got no reply",
+		"malformed request",
 		"do not combine with passthrough",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
@@ -313,14 +325,14 @@ const char *path_at(const char *root, const char *fmt, ...)
 	return r;
 }
 
-#define PATHFN(name, root)                          \
-	const char *name(const char *fmt, ...)      \
-	{                                           \
-		va_list ap;                         \
-		va_start(ap, fmt);                  \
+#define PATHFN(name, root)                               \
+	const char *name(const char *fmt, ...)           \
+	{                                                \
+		va_list ap;                              \
+		va_start(ap, fmt);                       \
 		const char *r = vpath_at(root, fmt, ap); \
-		va_end(ap);                         \
-		return r;                           \
+		va_end(ap);                              \
+		return r;                                \
 	}
 PATHFN(P, ROOTS[SIDE])
 PATHFN(PR, ROOTS[0])
@@ -382,16 +394,14 @@ void cmp_stat_identity(const char *what, const struct stat *m, const struct stat
 		      (unsigned long long)m->st_rdev, (unsigned long long)b->st_rdev);
 	ck_assert_msg(m->st_blocks == b->st_blocks, "%s: st_blocks dcfs %lld backing %lld", what,
 		      (long long)m->st_blocks, (long long)b->st_blocks);
-	ck_assert_msg(m->st_mtim.tv_sec == b->st_mtim.tv_sec &&
-			      m->st_mtim.tv_nsec == b->st_mtim.tv_nsec,
-		      "%s: mtime dcfs %lld.%09ld backing %lld.%09ld", what,
-		      (long long)m->st_mtim.tv_sec, m->st_mtim.tv_nsec,
-		      (long long)b->st_mtim.tv_sec, b->st_mtim.tv_nsec);
-	ck_assert_msg(m->st_ctim.tv_sec == b->st_ctim.tv_sec &&
-			      m->st_ctim.tv_nsec == b->st_ctim.tv_nsec,
-		      "%s: ctime dcfs %lld.%09ld backing %lld.%09ld", what,
-		      (long long)m->st_ctim.tv_sec, m->st_ctim.tv_nsec,
-		      (long long)b->st_ctim.tv_sec, b->st_ctim.tv_nsec);
+	ck_assert_msg(
+		m->st_mtim.tv_sec == b->st_mtim.tv_sec && m->st_mtim.tv_nsec == b->st_mtim.tv_nsec,
+		"%s: mtime dcfs %lld.%09ld backing %lld.%09ld", what, (long long)m->st_mtim.tv_sec,
+		m->st_mtim.tv_nsec, (long long)b->st_mtim.tv_sec, b->st_mtim.tv_nsec);
+	ck_assert_msg(
+		m->st_ctim.tv_sec == b->st_ctim.tv_sec && m->st_ctim.tv_nsec == b->st_ctim.tv_nsec,
+		"%s: ctime dcfs %lld.%09ld backing %lld.%09ld", what, (long long)m->st_ctim.tv_sec,
+		m->st_ctim.tv_nsec, (long long)b->st_ctim.tv_sec, b->st_ctim.tv_nsec);
 }
 
 void check_identity(const char *rel)
@@ -746,8 +756,9 @@ int daemon_wait_mounted(struct daemon *d, char *err, size_t errlen)
 		int st = daemon_status(d);
 		if (st != -1) {
 			char *log = read_file_str(d->log);
-			snprintf(err, errlen, "daemon exited (status %#x) before mounting; log: %.600s",
-				 st, log);
+			snprintf(err, errlen,
+				 "daemon exited (status %#x) before mounting; log: %.600s", st,
+				 log);
 			free(log);
 			return -1;
 		}
@@ -1027,7 +1038,8 @@ static int helper_mount_supervised(struct daemon *d, const char *tag, const char
 		static char o[4096];
 		int rc = helper_mount(backing, d->mnt, opts, o, sizeof o);
 		pid_t pid = rc == 0 ? find_daemon_for(d->mnt) : -1;
-		if (write(p[1], &rc, sizeof rc) != sizeof rc || write(p[1], &pid, sizeof pid) != sizeof pid ||
+		if (write(p[1], &rc, sizeof rc) != sizeof rc ||
+		    write(p[1], &pid, sizeof pid) != sizeof pid ||
 		    write(p[1], o, strlen(o) + 1) < 0)
 			_exit(1);
 		close(p[1]);
@@ -1057,7 +1069,8 @@ static int helper_mount_supervised(struct daemon *d, const char *tag, const char
 	int rc = -1;
 	d->sup = sup;
 	d->pid = -1;
-	if (read(p[0], &rc, sizeof rc) != sizeof rc || read(p[0], &d->pid, sizeof d->pid) != sizeof d->pid)
+	if (read(p[0], &rc, sizeof rc) != sizeof rc ||
+	    read(p[0], &d->pid, sizeof d->pid) != sizeof d->pid)
 		rc = -1;
 	ssize_t n = read(p[0], out, outlen - 1);
 	out[n > 0 ? n : 0] = 0;
@@ -1115,7 +1128,8 @@ void fixture_setup(const struct config *cfg)
 	switch (cfg->mm) {
 	case MM_BIND:
 		if (mount(g_exp, g_mnt, NULL, MS_BIND, NULL) < 0)
-			snprintf(g_setup_err, sizeof g_setup_err, "bind mount: %s", strerror(errno));
+			snprintf(g_setup_err, sizeof g_setup_err, "bind mount: %s",
+				 strerror(errno));
 		break;
 	case MM_DAEMON: {
 		char opts[PATH_MAX + 64] = "allow_other";
@@ -1208,9 +1222,7 @@ void check_unmount_and_daemon(void)
 	char out[4096];
 	int rc;
 	switch (g_cfg->mm) {
-	case MM_BIND:
-		ck_assert_msg(umount(g_mnt) == 0, "umount: %s", strerror(errno));
-		break;
+	case MM_BIND: ck_assert_msg(umount(g_mnt) == 0, "umount: %s", strerror(errno)); break;
 	case MM_DAEMON:
 	case MM_HELPER: {
 		dev_t dev = mount_dev(g_mnt);
@@ -1225,7 +1237,8 @@ void check_unmount_and_daemon(void)
 		char *log = read_file_str(g_daemon.log);
 		const char *rep = log_report(log);
 		ck_assert_msg(!rep, "%s", rep);
-		ck_assert_msg(st != -1, "daemon did not exit within deadline after unmount; log: %.800s",
+		ck_assert_msg(st != -1,
+			      "daemon did not exit within deadline after unmount; log: %.800s",
 			      log);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
 			      "daemon exit status %#x (exited=%d code=%d sig=%d); log: %.1500s", st,
@@ -1278,7 +1291,8 @@ void test_begin(const char *name)
 	char hm[PATH_MAX];
 	hung_marker(hm, sizeof hm);
 	ck_assert_msg(access(hm, F_OK) != 0,
-		      "dcfs daemon stopped answering requests in an earlier test (%s)", g_cfg->name);
+		      "dcfs daemon stopped answering requests in an earlier test (%s)",
+		      g_cfg->name);
 	ck_assert_msg(!g_setup_err[0], "setup failed: %s", g_setup_err);
 	ck_assert_msg(is_mounted(g_mnt, NULL, 0), "%s is not mounted (daemon died?)", g_mnt);
 	if (g_cfg->mm == MM_DAEMON || g_cfg->mm == MM_HELPER) {
@@ -1286,9 +1300,10 @@ void test_begin(const char *name)
 		if (st != -1) {
 			char *log = read_file_str(g_daemon.log);
 			const char *rep = log_report(log);
-			ck_abort_msg("dcfs daemon already died in an earlier test (wait status %#x%s)%s%s",
-				     st, WIFSIGNALED(st) ? ", killed by signal" : "", rep ? ": " : "",
-				     rep ? rep : "");
+			ck_abort_msg(
+				"dcfs daemon already died in an earlier test (wait status %#x%s)%s%s",
+				st, WIFSIGNALED(st) ? ", killed by signal" : "", rep ? ": " : "",
+				rep ? rep : "");
 		}
 		/* mark the log so sanitizer reports can be attributed */
 		int lfd = open(g_daemon.log, O_WRONLY | O_APPEND);

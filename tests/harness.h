@@ -39,16 +39,24 @@
 void dcfs_tcase_add_test(TCase *tc, const TTest *t, int sig, int exitv, int s, int e);
 #define _tcase_add_test dcfs_tcase_add_test
 
-enum fs_kind { FS_EXT4 = 0, FS_XFS = 1, FS_COUNT };
-enum mount_method { MM_DAEMON, MM_HELPER, MM_BIND };
+enum fs_kind {
+	FS_EXT4 = 0,
+	FS_XFS = 1,
+	FS_COUNT
+};
+enum mount_method {
+	MM_DAEMON,
+	MM_HELPER,
+	MM_BIND
+};
 
 struct config {
-	const char *name;        /* e.g. "ext4-dcfs" */
+	const char *name; /* e.g. "ext4-dcfs" */
 	enum fs_kind fs;
 	enum mount_method mm;
-	const char *conf;        /* dcfs config file content, or NULL */
-	const char *opts;        /* more -o options for dcfs, or NULL */
-	int inplace;             /* mounted over its own backing dir (-o nonempty);
+	const char *conf; /* dcfs config file content, or NULL */
+	const char *opts; /* more -o options for dcfs, or NULL */
+	int inplace;	  /* mounted over its own backing dir (-o nonempty);
 				  * the tests reach the backing dir through a bind
 				  * mount of it made before */
 };
@@ -57,12 +65,14 @@ struct config {
  * expensive tests be registered only where they add coverage. */
 extern const struct config *g_adding_cfg;
 /* heavy metadata tests: plain dcfs on each fs + the bind self-test */
-#define CFG_META_HEAVY() (!g_adding_cfg || (g_adding_cfg->mm != MM_HELPER && !g_adding_cfg->conf && \
-						!g_adding_cfg->opts && !g_adding_cfg->inplace))
+#define CFG_META_HEAVY()                                                           \
+	(!g_adding_cfg || (g_adding_cfg->mm != MM_HELPER && !g_adding_cfg->conf && \
+			   !g_adding_cfg->opts && !g_adding_cfg->inplace))
 /* heavy data tests: every I/O policy, but only one cached config per fs kind */
-#define CFG_DATA_HEAVY() (!g_adding_cfg || (!g_adding_cfg->inplace &&                            \
-			  (g_adding_cfg->mm == MM_BIND || g_adding_cfg->opts || g_adding_cfg->conf || \
-			   !strcmp(g_adding_cfg->name, "ext4-dcfs"))))
+#define CFG_DATA_HEAVY()                                                         \
+	(!g_adding_cfg || (!g_adding_cfg->inplace &&                             \
+			   (g_adding_cfg->mm == MM_BIND || g_adding_cfg->opts || \
+			    g_adding_cfg->conf || !strcmp(g_adding_cfg->name, "ext4-dcfs"))))
 
 /* Current configuration (set by the TCase fixture). */
 extern const struct config *g_cfg;
@@ -70,7 +80,7 @@ extern char g_mnt[PATH_MAX]; /* dcfs mountpoint */
 extern char g_exp[PATH_MAX]; /* backing dir exported by dcfs */
 extern char g_ref[PATH_MAX]; /* reference dir on the same backing fs */
 extern char g_setup_err[1024];
-extern int g_sanitized;      /* DCFS_SANITIZED=1 */
+extern int g_sanitized; /* DCFS_SANITIZED=1 */
 extern const char *g_dcfs_bin;
 extern const char *g_mount_dcfs_bin;
 extern char g_tmpdir[PATH_MAX];
@@ -81,10 +91,10 @@ extern char ROOTS[2][PATH_MAX];
 extern char EROOT[PATH_MAX]; /* the test dir as seen in the exported backing */
 
 /* --- setup / teardown ---------------------------------------------------- */
-int harness_init(void);               /* returns 0 or prints SKIP and 77 */
-void harness_cleanup(void);           /* idempotent, also run atexit */
-int harness_verify_clean(void);       /* 0 if no leftover mounts/loops */
-void track_mount(const char *mnt);    /* unmount at exit if still mounted */
+int harness_init(void);		   /* returns 0 or prints SKIP and 77 */
+void harness_cleanup(void);	   /* idempotent, also run atexit */
+int harness_verify_clean(void);	   /* 0 if no leftover mounts/loops */
+void track_mount(const char *mnt); /* unmount at exit if still mounted */
 const char *backing_root(enum fs_kind fs, char *err, size_t errlen);
 
 /* fixture helpers used by main.c */
@@ -95,8 +105,8 @@ void check_unmount_and_daemon(void);
 
 /* daemon process handling (also used by the CLI suite) */
 struct daemon {
-	pid_t sup;           /* supervisor (our child) */
-	pid_t pid;           /* dcfs process */
+	pid_t sup; /* supervisor (our child) */
+	pid_t pid; /* dcfs process */
 	char log[PATH_MAX];
 	char statusf[PATH_MAX];
 	char mnt[PATH_MAX];
@@ -126,8 +136,7 @@ const char *log_problem(const char *log);
 const char *log_report(const char *log);
 
 /* --- generic helpers ------------------------------------------------------ */
-int run_cmd(char *out, size_t outlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+int run_cmd(char *out, size_t outlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int is_mounted(const char *mnt, char *fstype, size_t fstypelen);
 int rm_rf(const char *path);
 double now_s(void);
@@ -157,13 +166,22 @@ const char *res_str(struct res r);
 /* Evaluate expr on the reference side then on the mount side (SIDE set to
  * 0/1, so P() and F() pick the right path / fd), and assert that the return
  * value and errno are identical. Value: the mount-side return value. */
-#define DUAL(expr) ({                                                        \
-	struct res _r0, _r1;                                                 \
-	SIDE = 0; errno = 0; _r0.ret = (long)(expr); _r0.err = _r0.ret < 0 ? errno : 0; \
-	SIDE = 1; errno = 0; _r1.ret = (long)(expr); _r1.err = _r1.ret < 0 ? errno : 0; \
-	ck_assert_msg(_r0.ret == _r1.ret && _r0.err == _r1.err,          \
-		"%s: backing gave %s, dcfs gave %s", #expr, res_str(_r0), res_str(_r1)); \
-	_r1.ret; })
+#define DUAL(expr)                                                                      \
+	({                                                                              \
+		struct res _r0, _r1;                                                    \
+		SIDE = 0;                                                               \
+		errno = 0;                                                              \
+		_r0.ret = (long)(expr);                                                 \
+		_r0.err = _r0.ret < 0 ? errno : 0;                                      \
+		SIDE = 1;                                                               \
+		errno = 0;                                                              \
+		_r1.ret = (long)(expr);                                                 \
+		_r1.err = _r1.ret < 0 ? errno : 0;                                      \
+		ck_assert_msg(_r0.ret == _r1.ret && _r0.err == _r1.err,                 \
+			      "%s: backing gave %s, dcfs gave %s", #expr, res_str(_r0), \
+			      res_str(_r1));                                            \
+		_r1.ret;                                                                \
+	})
 
 /* Like DUAL, but only success/failure and errno must match (for calls that
  * return fds). Value: struct fdp with both results. */
@@ -171,27 +189,47 @@ struct fdp {
 	int fd[2];
 };
 #define F(p) ((p).fd[SIDE])
-#define DUALFD(expr) ({                                                      \
-	struct res _r0, _r1; struct fdp _p;                                  \
-	SIDE = 0; errno = 0; _r0.ret = (long)(expr); _r0.err = _r0.ret < 0 ? errno : 0; \
-	SIDE = 1; errno = 0; _r1.ret = (long)(expr); _r1.err = _r1.ret < 0 ? errno : 0; \
-	ck_assert_msg((_r0.ret >= 0) == (_r1.ret >= 0) && _r0.err == _r1.err, \
-		"%s: backing gave %s, dcfs gave %s", #expr, res_str(_r0), res_str(_r1)); \
-	_p.fd[0] = (int)_r0.ret; _p.fd[1] = (int)_r1.ret; _p; })
+#define DUALFD(expr)                                                                    \
+	({                                                                              \
+		struct res _r0, _r1;                                                    \
+		struct fdp _p;                                                          \
+		SIDE = 0;                                                               \
+		errno = 0;                                                              \
+		_r0.ret = (long)(expr);                                                 \
+		_r0.err = _r0.ret < 0 ? errno : 0;                                      \
+		SIDE = 1;                                                               \
+		errno = 0;                                                              \
+		_r1.ret = (long)(expr);                                                 \
+		_r1.err = _r1.ret < 0 ? errno : 0;                                      \
+		ck_assert_msg((_r0.ret >= 0) == (_r1.ret >= 0) && _r0.err == _r1.err,   \
+			      "%s: backing gave %s, dcfs gave %s", #expr, res_str(_r0), \
+			      res_str(_r1));                                            \
+		_p.fd[0] = (int)_r0.ret;                                                \
+		_p.fd[1] = (int)_r1.ret;                                                \
+		_p;                                                                     \
+	})
 
 /* Expect a specific outcome on both sides: 0/positive value or -errno. */
-#define DUAL_EXPECT(expr, want) ({                                           \
-	long _v = DUAL(expr); long _w = (long)(want);                        \
-	ck_assert_msg(_w < 0 ? (_v == -1 && errno == -_w) : _v == _w,         \
-		"%s: expected %s, got %ld (%s)", #expr,                       \
-		_w < 0 ? strerror((int)-_w) : "success", _v, strerror(errno)); \
-	_v; })
+#define DUAL_EXPECT(expr, want)                                                              \
+	({                                                                                   \
+		long _v = DUAL(expr);                                                        \
+		long _w = (long)(want);                                                      \
+		ck_assert_msg(_w < 0 ? (_v == -1 && errno == -_w) : _v == _w,                \
+			      "%s: expected %s, got %ld (%s)", #expr,                        \
+			      _w < 0 ? strerror((int)-_w) : "success", _v, strerror(errno)); \
+		_v;                                                                          \
+	})
 
 void close_fdp(struct fdp p);
 
 /* Assert that syscall-ish expression succeeded (>= 0). */
-#define OK(expr) ({ errno = 0; long _v = (long)(expr);                       \
-	ck_assert_msg(_v >= 0, "%s failed: %s", #expr, strerror(errno)); _v; })
+#define OK(expr)                                                                 \
+	({                                                                       \
+		errno = 0;                                                       \
+		long _v = (long)(expr);                                          \
+		ck_assert_msg(_v >= 0, "%s failed: %s", #expr, strerror(errno)); \
+		_v;                                                              \
+	})
 
 /* Compare portable stat fields of two files (mode, nlink, uid, gid, size,
  * rdev). what: description for messages. */

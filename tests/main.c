@@ -18,18 +18,18 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-Suite *policy_suite(void); /* test_policy.c */
-Suite *stream_suite(void); /* test_stream*.c */
-Suite *security_suite(void); /* test_security.c */
-Suite *scale_suite(void); /* test_scale.c */
-Suite *ops_suite(void); /* test_ops.c */
+Suite *policy_suite(void);	/* test_policy.c */
+Suite *stream_suite(void);	/* test_stream*.c */
+Suite *security_suite(void);	/* test_security.c */
+Suite *scale_suite(void);	/* test_scale.c */
+Suite *ops_suite(void);		/* test_ops.c */
 Suite *passthrough_suite(void); /* test_passthrough.c */
-Suite *uring_suite(void); /* test_uring.c */
-Suite *coherence_suite(void); /* test_coherence.c */
-Suite *install_suite(void); /* test_install.c */
-Suite *config_suite(void); /* test_config.c */
-Suite *mountopts_suite(void); /* test_mountopts.c */
-Suite *hotset_suite(void); /* test_hotset.c */
+Suite *uring_suite(void);	/* test_uring.c */
+Suite *coherence_suite(void);	/* test_coherence.c */
+Suite *install_suite(void);	/* test_install.c */
+Suite *config_suite(void);	/* test_config.c */
+Suite *mountopts_suite(void);	/* test_mountopts.c */
+Suite *hotset_suite(void);	/* test_hotset.c */
 
 static const struct config configs[] = {
 	{ "ext4-dcfs", FS_EXT4, MM_DAEMON, NULL, NULL, 0 },
@@ -41,7 +41,8 @@ static const struct config configs[] = {
 	/* auto policy switching to dontcache after 1M of sequential I/O */
 	{ "xfs-auto", FS_XFS, MM_DAEMON,
 	  "[global]\ndefault = auto\nmin_size = 0\nauto_threshold = 1M\nwindow = 128K\n"
-	  "readahead = 256K\n\n[class video]\nextensions = mkv\npolicy = dontcache-read\n", NULL, 0 },
+	  "readahead = 256K\n\n[class video]\nextensions = mkv\npolicy = dontcache-read\n",
+	  NULL, 0 },
 	/* cached files forwarded by the daemon instead of kernel passthrough;
 	 * and the kernel's permission checks honour POSIX ACLs */
 	{ "ext4-fwd", FS_EXT4, MM_DAEMON, NULL, "nopassthrough,acl", 0 },
@@ -53,8 +54,11 @@ static const struct config configs[] = {
 };
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
 
-#define FX(i)                                                    \
-	static void fx_setup_##i(void) { fixture_setup(&configs[i]); }
+#define FX(i)                               \
+	static void fx_setup_##i(void)      \
+	{                                   \
+		fixture_setup(&configs[i]); \
+	}
 FX(0)
 FX(1)
 FX(2)

@@ -13,7 +13,11 @@
 
 #include "own_mount.h"
 
-enum skind { SK_EXT4, SK_XFS, SK_BTRFS };
+enum skind {
+	SK_EXT4,
+	SK_XFS,
+	SK_BTRFS
+};
 
 #define WINDOW_PAGES 256 /* window = 1M */
 #define SLACK_PAGES 64
@@ -25,41 +29,41 @@ enum skind { SK_EXT4, SK_XFS, SK_BTRFS };
  * engine's tests.  KW_CONF: the same with kernel-served writes (write
  * streams on ext4 and xfs written by the kernel, io/writebehind.c).
  */
-#define STREAM_GLOBAL \
-	"[global]\n" \
-	"default = cache\n" \
-	"min_size = 0\n" \
+#define STREAM_GLOBAL           \
+	"[global]\n"            \
+	"default = cache\n"     \
+	"min_size = 0\n"        \
 	"auto_threshold = 1M\n" \
-	"window = 1M\n" \
-	"readahead = 256K\n" \
+	"window = 1M\n"         \
+	"readahead = 256K\n"    \
 	"writeback_limit = 4M\n"
-#define STREAM_CLASSES \
-	"\n" \
-	"[class video]\n" \
-	"extensions = mkv\n" \
-	"policy = dontcache\n" \
-	"\n" \
-	"[class audio]\n" \
-	"extensions = flac\n" \
-	"policy = dontcache-read\n" \
-	"\n" \
-	"[class rec]\n" \
-	"extensions = rec\n" \
+#define STREAM_CLASSES               \
+	"\n"                         \
+	"[class video]\n"            \
+	"extensions = mkv\n"         \
+	"policy = dontcache\n"       \
+	"\n"                         \
+	"[class audio]\n"            \
+	"extensions = flac\n"        \
+	"policy = dontcache-read\n"  \
+	"\n"                         \
+	"[class rec]\n"              \
+	"extensions = rec\n"         \
 	"policy = dontcache-write\n" \
-	"\n" \
-	"[class data]\n" \
-	"extensions = dat\n" \
-	"policy = cache\n" \
-	"\n" \
-	"[dir /auto]\n" \
+	"\n"                         \
+	"[class data]\n"             \
+	"extensions = dat\n"         \
+	"policy = cache\n"           \
+	"\n"                         \
+	"[dir /auto]\n"              \
 	"policy = auto\n"
 #define STREAM_CONF STREAM_GLOBAL "passthrough_writes = no\n" STREAM_CLASSES
 #define KW_CONF STREAM_GLOBAL STREAM_CLASSES
 extern const char *const sk_names[];
-extern enum skind g_sk;		/* the TCase's backing filesystem */
-extern struct own_mount g_sm;	/* its daemon */
+extern enum skind g_sk;		 /* the TCase's backing filesystem */
+extern struct own_mount g_sm;	 /* its daemon */
 extern char g_sm_root[PATH_MAX]; /* its backing fs */
-extern struct own_mount g_one;	/* a second daemon of a test, killed at teardown */
+extern struct own_mount g_one;	 /* a second daemon of a test, killed at teardown */
 
 /* Through the TCase's mount, and in its exported backing dir. */
 #define SM(...) path_at(g_sm.mnt, __VA_ARGS__)

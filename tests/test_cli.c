@@ -11,9 +11,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-static char cbase[PATH_MAX];  /* backing area for cli tests */
-static char cmnt[PATH_MAX];   /* mountpoint */
-static char cback[PATH_MAX];  /* backing dir */
+static char cbase[PATH_MAX]; /* backing area for cli tests */
+static char cmnt[PATH_MAX];  /* mountpoint */
+static char cback[PATH_MAX]; /* backing dir */
 
 static void cli_begin(const char *name)
 {
@@ -430,7 +430,11 @@ static void changes_errnos(const char *dir, int *e, int n)
 {
 	char p[PATH_MAX + 32], q[PATH_MAX + 32];
 	int i = 0, fd;
-#define TRY(expr) do { errno = 0; e[i++] = (expr) < 0 ? errno : 0; } while (0)
+#define TRY(expr)                                \
+	do {                                     \
+		errno = 0;                       \
+		e[i++] = (expr) < 0 ? errno : 0; \
+	} while (0)
 	snprintf(p, sizeof p, "%s/hello", dir);
 	TRY(fd = open(p, O_WRONLY));
 	if (fd >= 0)
@@ -498,8 +502,8 @@ START_TEST(cli_remount_ro_rw)
 	snprintf(p, sizeof p, "%s/hello", cmnt);
 	int wfd = OK(open(p, O_WRONLY | O_APPEND));
 	int rc = helper_run("remount,ro", err, sizeof err);
-	ck_assert_msg(rc == 32 && strstr(err, "busy"),
-		      "remount,ro with a writer: status %d: %s", rc, err);
+	ck_assert_msg(rc == 32 && strstr(err, "busy"), "remount,ro with a writer: status %d: %s",
+		      rc, err);
 	char np[PATH_MAX + 32];
 	snprintf(np, sizeof np, "%s/hello", nat);
 	int nfd = OK(open(np, O_WRONLY | O_APPEND));
@@ -521,8 +525,8 @@ START_TEST(cli_remount_ro_rw)
 	changes_errnos(cmnt, ed, N_CHANGES);
 	for (int i = 0; i < N_CHANGES; i++) {
 		ck_assert_msg(en[i] == EROFS, "native change %d: %s", i, strerror(en[i]));
-		ck_assert_msg(ed[i] == en[i], "change %d: native %s, dcfs %s", i,
-			      strerror(en[i]), strerror(ed[i]));
+		ck_assert_msg(ed[i] == en[i], "change %d: native %s, dcfs %s", i, strerror(en[i]),
+			      strerror(ed[i]));
 	}
 	struct res r = run_as(TEST_UID, TEST_GID, open_w_as, p);
 	ck_assert_msg(r.ret < 0 && r.err == EROFS, "open for writing as uid %d: %s", TEST_UID,
@@ -549,8 +553,13 @@ START_TEST(cli_remount_ro_rw)
 	ck_assert_msg(rc == 0, "second remount,ro: status %d: %s", rc, err);
 
 	/* read-write again, the way mount.fuse3 hands it to the daemon */
-	char *ra[] = { "dcfs", cback, cmnt, "-o", "rw,nosuid,nodev,relatime,remount,user_id=0,"
-		       "group_id=0,default_permissions,allow_other", NULL };
+	char *ra[] = { "dcfs",
+		       cback,
+		       cmnt,
+		       "-o",
+		       "rw,nosuid,nodev,relatime,remount,user_id=0,"
+		       "group_id=0,default_permissions,allow_other",
+		       NULL };
 	int st = run_capture(g_dcfs_bin, ra, err, sizeof err, 20);
 	ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		      "dcfs -o ...,remount,rw: status %#x: %s", st, err);
@@ -626,7 +635,8 @@ START_TEST(helper_fstab_ro_remount)
 		rc = run_cmd(out, sizeof out, "mount -t dcfs -o remount,ro '%s'", cmnt);
 	else
 		rc = helper_run("ro,nosuid,nodev,relatime,remount,user_id=0,group_id=0,"
-				"default_permissions,allow_other", out, sizeof out);
+				"default_permissions,allow_other",
+				out, sizeof out);
 	ck_assert_msg(rc == 0, "remount,ro: %s", out);
 	expect_mount_mode(cmnt, "ro", "remount,ro");
 	errno = 0;

@@ -60,9 +60,9 @@
 #include <unistd.h>
 
 /* The [global] section of the shipped dcfs.conf (min_size 16M, auto). */
-#define COH_RULES                                                                  \
-	"\n[process cohstream]\npolicy = dontcache\n"                              \
-	"\n[process cohauto]\npolicy = auto\n"                                     \
+#define COH_RULES                                     \
+	"\n[process cohstream]\npolicy = dontcache\n" \
+	"\n[process cohauto]\npolicy = auto\n"        \
 	"\n[process cohcache]\npolicy = cache\n"
 static const char SHIPPED_CONF[] =
 	"[global]\ndefault = auto\nmin_size = 16M\nauto_threshold = 64M\nwindow = 8M\n"
@@ -77,7 +77,13 @@ static const char ENGINE_CONF[] =
 static const char AUTO_CONF[] =
 	"[global]\ndefault = auto\nmin_size = 0\nauto_threshold = 1M\nreadahead = 256K\n" COH_RULES;
 
-enum cohkind { CO_SHIPPED, CO_STREAMED, CO_AUTO, CO_ENGINE, CO_N };
+enum cohkind {
+	CO_SHIPPED,
+	CO_STREAMED,
+	CO_AUTO,
+	CO_ENGINE,
+	CO_N
+};
 static const char *const co_names[] = { "coh-shipped", "coh-streamed", "coh-auto", "coh-engine" };
 static const char *const co_confs[] = { SHIPPED_CONF, STREAMED_CONF, AUTO_CONF, ENGINE_CONF };
 static enum cohkind g_co;
@@ -126,11 +132,26 @@ static void co_setup(enum cohkind k)
 	chmod(g_cm.exp, 0777);
 	co_fill(root);
 }
-static void co_setup_shipped(void) { co_setup(CO_SHIPPED); }
-static void co_setup_streamed(void) { co_setup(CO_STREAMED); }
-static void co_setup_auto(void) { co_setup(CO_AUTO); }
-static void co_setup_engine(void) { co_setup(CO_ENGINE); }
-static void co_teardown(void) { own_mount_kill(&g_cm); }
+static void co_setup_shipped(void)
+{
+	co_setup(CO_SHIPPED);
+}
+static void co_setup_streamed(void)
+{
+	co_setup(CO_STREAMED);
+}
+static void co_setup_auto(void)
+{
+	co_setup(CO_AUTO);
+}
+static void co_setup_engine(void)
+{
+	co_setup(CO_ENGINE);
+}
+static void co_teardown(void)
+{
+	own_mount_kill(&g_cm);
+}
 
 static void co_begin(const char *name)
 {
@@ -174,7 +195,7 @@ static double co_seconds(double dflt)
 #define AIO_BLK 4096
 
 struct aio_shared {
-	_Atomic unsigned done;	/* generation of the last completed write */
+	_Atomic unsigned done; /* generation of the last completed write */
 	_Atomic int stop;
 	_Atomic long reads, stale;
 	char first[256];
@@ -197,9 +218,10 @@ static void aio_reader(struct aio_shared *sh, const char *path)
 			memcpy(&v, b + o, sizeof v);
 			if (v < g) {
 				if (atomic_fetch_add(&sh->stale, 1) == 0)
-					snprintf(sh->first, sizeof sh->first,
-						 "block at %zu holds write %u, write %u had completed",
-						 o, v, g);
+					snprintf(
+						sh->first, sizeof sh->first,
+						"block at %zu holds write %u, write %u had completed",
+						o, v, g);
 				break;
 			}
 		}
@@ -207,8 +229,14 @@ static void aio_reader(struct aio_shared *sh, const char *path)
 	_exit(0);
 }
 
-static long io_setup_(unsigned n, aio_context_t *ctx) { return syscall(SYS_io_setup, n, ctx); }
-static long io_destroy_(aio_context_t ctx) { return syscall(SYS_io_destroy, ctx); }
+static long io_setup_(unsigned n, aio_context_t *ctx)
+{
+	return syscall(SYS_io_setup, n, ctx);
+}
+static long io_destroy_(aio_context_t ctx)
+{
+	return syscall(SYS_io_destroy, ctx);
+}
 static long io_submit_(aio_context_t ctx, long n, struct iocb **v)
 {
 	return syscall(SYS_io_submit, ctx, n, v);
@@ -221,8 +249,8 @@ static long io_getevents_(aio_context_t ctx, long min, long max, struct io_event
 /* Returns the stale reads seen; fills what with a description. */
 static long aio_round(const char *path, size_t fsize, int writes, char *what, size_t wlen)
 {
-	struct aio_shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
-				     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct aio_shared *sh =
+		mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	unsigned char *buf;
 	aio_context_t ctx = 0;
 	pid_t kids[2];
@@ -291,8 +319,9 @@ START_TEST(coh_aio_odirect)
 	char *log = read_file_str(g_cm.d.log);
 	int late = strstr(log, "answered before the FUSE cache") != NULL;
 	free(log);
-	ck_assert_msg(s1 == 0 && s2 == 0, "stale buffered reads after AIO O_DIRECT writes: %s | %s%s",
-		      a, b, late ? " (the daemon logged a late invalidation)" : "");
+	ck_assert_msg(s1 == 0 && s2 == 0,
+		      "stale buffered reads after AIO O_DIRECT writes: %s | %s%s", a, b,
+		      late ? " (the daemon logged a late invalidation)" : "");
 }
 END_TEST
 
@@ -403,8 +432,8 @@ START_TEST(coh_mmap_pwrite)
 	printf("coh_mmap_pwrite %s: %d of %d passes lost writes (%ld markers)\n", co_names[g_co],
 	       bad, runs, errs);
 	/* how: 0 written and synced through the mapping first, 1 fallocated, 2 sparse */
-	ck_assert_msg(errs == 0, "%d of %d passes lost writes (%ld markers); first (how %d): %s", bad,
-		      runs, errs, first_how, first);
+	ck_assert_msg(errs == 0, "%d of %d passes lost writes (%ld markers); first (how %d): %s",
+		      bad, runs, errs, first_how, first);
 }
 END_TEST
 
@@ -454,7 +483,8 @@ START_TEST(coh_cfr_reread)
 	char first[256] = "";
 	double end = now_s() + 10 * deadline_scale();
 	for (unsigned i = 0; i < 400 && now_s() < end; i++) {
-		off_t from = (off_t)((i % 3) << 20), to = (off_t)(4u << 20) + (off_t)((i % 4) << 20);
+		off_t from = (off_t)((i % 3) << 20),
+		      to = (off_t)(4u << 20) + (off_t)((i % 4) << 20);
 		fill_pattern(src, len, 1000 + i);
 		ck_assert_int_eq(pwrite(fd, src, len, from), (ssize_t)len);
 		loff_t li = from, lo = to;
@@ -528,18 +558,45 @@ END_TEST
  * class comes from the [process] rules of COH_RULES; "cache" is kernel
  * passthrough where the kernel offers it.
  */
-enum sp { SP_WRITE, SP_STREAM, SP_AUTO, SP_CACHE, SP_ODIRECT, SP_AIO, SP_ADOPT, SP_SPLICE,
-	  SP_CFR, SP_FALLOC, SP_PUNCH, SP_ZERO, SP_FTRUNC, SP_OTRUNC, SP_MAPWRITE, SP_HANDOFF,
-	  SP_N };
-static const char *const sp_names[] = { "write", "write (stream)", "write (auto)",
-					"write (cache)", "O_DIRECT write", "AIO O_DIRECT write",
-					"4000 + 1 MiB writes (stream)", "splice", "copy_file_range",
-					"fallocate", "punch hole", "zero range", "ftruncate",
-					"O_TRUNC open", "MAP_SHARED write",
+enum sp {
+	SP_WRITE,
+	SP_STREAM,
+	SP_AUTO,
+	SP_CACHE,
+	SP_ODIRECT,
+	SP_AIO,
+	SP_ADOPT,
+	SP_SPLICE,
+	SP_CFR,
+	SP_FALLOC,
+	SP_PUNCH,
+	SP_ZERO,
+	SP_FTRUNC,
+	SP_OTRUNC,
+	SP_MAPWRITE,
+	SP_HANDOFF,
+	SP_N
+};
+static const char *const sp_names[] = { "write",
+					"write (stream)",
+					"write (auto)",
+					"write (cache)",
+					"O_DIRECT write",
+					"AIO O_DIRECT write",
+					"4000 + 1 MiB writes (stream)",
+					"splice",
+					"copy_file_range",
+					"fallocate",
+					"punch hole",
+					"zero range",
+					"ftruncate",
+					"O_TRUNC open",
+					"MAP_SHARED write",
 					"write (cache) after root's open and setuid" };
-static const char *const sp_comm[] = { NULL, "cohstream", "cohauto", "cohcache", NULL,
-				       "cohstream", "cohstream", "cohcache", NULL, NULL, NULL,
-				       NULL, NULL, NULL, "cohcache", "cohcache" };
+static const char *const sp_comm[] = { NULL, "cohstream", "cohauto",   "cohcache",
+				       NULL, "cohstream", "cohstream", "cohcache",
+				       NULL, NULL,	  NULL,	       NULL,
+				       NULL, NULL,	  "cohcache",  "cohcache" };
 
 struct sp_arg {
 	const char *path, *src;
@@ -570,8 +627,9 @@ static long sp_op_as_user(void *p)
 {
 	struct sp_arg *a = p;
 	static char big[(1 << 20) + 4000];
-	int flags = a->op == SP_OTRUNC ? O_WRONLY | O_TRUNC :
-		    a->op == SP_ODIRECT || a->op == SP_AIO ? O_RDWR | O_DIRECT : O_RDWR;
+	int flags = a->op == SP_OTRUNC			     ? O_WRONLY | O_TRUNC
+		    : a->op == SP_ODIRECT || a->op == SP_AIO ? O_RDWR | O_DIRECT
+							     : O_RDWR;
 	int fd = open_named(a->path, flags, sp_comm[a->op]), pfd[2];
 	void *al = NULL;
 	long r = 0;
@@ -582,26 +640,27 @@ static long sp_op_as_user(void *p)
 		return -1;
 	memset(al, 'd', 4096);
 	switch (a->op) {
-	case SP_WRITE: case SP_STREAM: case SP_AUTO: case SP_CACHE:
-		r = pwrite(fd, "w", 1, 100) == 1 ? 0 : -1;
-		break;
-	case SP_ODIRECT:
-		r = pwrite(fd, al, 4096, 0) == 4096 ? 0 : -1;
-		break;
-	case SP_AIO:
-		r = sp_aio_write(fd, al, 4096);
-		break;
+	case SP_WRITE:
+	case SP_STREAM:
+	case SP_AUTO:
+	case SP_CACHE: r = pwrite(fd, "w", 1, 100) == 1 ? 0 : -1; break;
+	case SP_ODIRECT: r = pwrite(fd, al, 4096, 0) == 4096 ? 0 : -1; break;
+	case SP_AIO: r = sp_aio_write(fd, al, 4096); break;
 	case SP_ADOPT:
 		memset(big, 'a', sizeof big);
 		r = pwrite(fd, big, 4000, 0) == 4000 &&
-				    pwrite(fd, big + 4000, 1 << 20, 4000) == 1 << 20 ? 0 : -1;
+				    pwrite(fd, big + 4000, 1 << 20, 4000) == 1 << 20
+			    ? 0
+			    : -1;
 		break;
 	case SP_SPLICE: {
 		loff_t off = 10;
 		r = pipe(pfd);
 		if (!r) {
 			r = write(pfd[1], "splice", 6) == 6 &&
-					    splice(pfd[0], NULL, fd, &off, 6, 0) == 6 ? 0 : -1;
+					    splice(pfd[0], NULL, fd, &off, 6, 0) == 6
+				    ? 0
+				    : -1;
 			close(pfd[0]);
 			close(pfd[1]);
 		}
@@ -615,18 +674,12 @@ static long sp_op_as_user(void *p)
 			close(in);
 		break;
 	}
-	case SP_FALLOC:
-		r = fallocate(fd, 0, 0, 65536);
-		break;
+	case SP_FALLOC: r = fallocate(fd, 0, 0, 65536); break;
 	case SP_PUNCH:
 		r = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096);
 		break;
-	case SP_ZERO:
-		r = fallocate(fd, FALLOC_FL_ZERO_RANGE, 0, 4096);
-		break;
-	case SP_FTRUNC:
-		r = ftruncate(fd, 2048);
-		break;
+	case SP_ZERO: r = fallocate(fd, FALLOC_FL_ZERO_RANGE, 0, 4096); break;
+	case SP_FTRUNC: r = ftruncate(fd, 2048); break;
 	case SP_MAPWRITE: {
 		char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (m == MAP_FAILED && errno == ENODEV) {
@@ -641,8 +694,7 @@ static long sp_op_as_user(void *p)
 		}
 		break;
 	}
-	default:
-		break;
+	default: break;
 	}
 	int e = errno;
 	free(al);
@@ -664,7 +716,8 @@ static struct res sp_run(struct sp_arg *a)
 	pid_t pid = fork();
 	if (pid == 0) {
 		int fd = open_named(a->path, O_WRONLY, sp_comm[a->op]);
-		if (fd < 0 || setgroups(0, NULL) < 0 || setresgid(TEST_GID, TEST_GID, TEST_GID) < 0 ||
+		if (fd < 0 || setgroups(0, NULL) < 0 ||
+		    setresgid(TEST_GID, TEST_GID, TEST_GID) < 0 ||
 		    setresuid(TEST_UID, TEST_UID, TEST_UID) < 0)
 			_exit(2);
 		_exit(pwrite(fd, "h", 1, 100) == 1 && close(fd) == 0 ? 0 : 3);
@@ -691,8 +744,12 @@ START_TEST(coh_setid_write_paths)
 {
 	CO_BEGIN();
 	/* owner's files (writer in the group) and root's (writer not in it) */
-	static const struct { mode_t mode; bool users; } modes[] = {
-		{ 04755, true }, { 06744, true }, { 06775, true }, { 06777, false }, { 06646, false },
+	static const struct {
+		mode_t mode;
+		bool users;
+	} modes[] = {
+		{ 04755, true },  { 06744, true },  { 06775, true },
+		{ 06777, false }, { 06646, false },
 	};
 	char native[PATH_MAX], out[8192] = "", src[PATH_MAX];
 	int n = 0, bad = 0;
@@ -728,11 +785,12 @@ START_TEST(coh_setid_write_paths)
 			if (got != want || bk != want) {
 				size_t l = strlen(out);
 				if (l < sizeof out - 200)
-					snprintf(out + l, sizeof out - l,
-						 "%s%s on %s%04o: mount %04o, backing %04o, native %04o",
-						 l ? "; " : "", sp_names[op],
-						 modes[m].users ? "the writer's " : "root's ",
-						 modes[m].mode, got, bk, want);
+					snprintf(
+						out + l, sizeof out - l,
+						"%s%s on %s%04o: mount %04o, backing %04o, native %04o",
+						l ? "; " : "", sp_names[op],
+						modes[m].users ? "the writer's " : "root's ",
+						modes[m].mode, got, bk, want);
 				bad++;
 			}
 		}
@@ -755,7 +813,11 @@ END_TEST
  * had acknowledged replaced the newer size for the attribute timeout:
  * lseek(SEEK_END) and reads then stopped at the old end (issue 38 #1).
  */
-enum sz_look { SZ_LIST, SZ_LINK, SZ_N };
+enum sz_look {
+	SZ_LIST,
+	SZ_LINK,
+	SZ_N
+};
 static const char *const sz_names[] = { "directory listing", "link" };
 
 static void sz_look(enum sz_look how, const char *dir, const char *path, const char *lnk)
@@ -782,9 +844,10 @@ static void sz_check(int fd, off_t want, char *out, size_t olen)
 
 	out[0] = 0;
 	if (e != want || last != 1 || r != 0 || st.st_size != want)
-		snprintf(out, olen, "lseek(SEEK_END) %lld, a read of the last byte %zd, fstat %lld; "
-			 "the file has %lld", (long long)e, last, (long long)st.st_size,
-			 (long long)want);
+		snprintf(out, olen,
+			 "lseek(SEEK_END) %lld, a read of the last byte %zd, fstat %lld; "
+			 "the file has %lld",
+			 (long long)e, last, (long long)st.st_size, (long long)want);
 }
 
 START_TEST(coh_size_after_listing)
@@ -824,8 +887,10 @@ START_TEST(coh_size_after_listing)
 				if (how == SZ_LINK)
 					ck_assert_int_eq(unlink(CMNT(lrel)), 0);
 				if (what[0] && bad++ == 0)
-					snprintf(first, sizeof first, "%s handle, write %d, after a %s: %s",
-						 comms[c] ? comms[c] : "default", i, sz_names[how], what);
+					snprintf(first, sizeof first,
+						 "%s handle, write %d, after a %s: %s",
+						 comms[c] ? comms[c] : "default", i, sz_names[how],
+						 what);
 			}
 			close(fd);
 			size_t l = strlen(per);
@@ -833,8 +898,8 @@ START_TEST(coh_size_after_listing)
 				 comms[c] ? comms[c] : "default", sz_names[how], bad - bad0);
 		}
 	}
-	printf("coh_size_after_listing %s: %d of %d sizes wrong (%s)\n", co_names[g_co], bad, rounds,
-	       per);
+	printf("coh_size_after_listing %s: %d of %d sizes wrong (%s)\n", co_names[g_co], bad,
+	       rounds, per);
 	ck_assert_msg(!bad, "%d of %d extending writes: the size went back (%s); first: %s", bad,
 		      rounds, per, first);
 }
@@ -845,15 +910,41 @@ END_TEST
 #define X_MAXIO ((size_t)256 << 10)
 #define X_LOG 48
 
-enum xh { XH_DEFAULT, XH_DIRECT, XH_STREAM, XH_AUTO, XH_CACHE, XH_RDONLY, XH_N };
-static const char *const xh_names[] = { "default", "O_DIRECT", "stream", "auto", "cache",
-					"rdonly" };
-enum xop { XO_READ, XO_WRITE, XO_MREAD, XO_MWRITE, XO_CFR, XO_TRUNC, XO_PUNCH, XO_ZERO,
-	   XO_ALLOC, XO_FSYNC, XO_FADV, XO_FADV_BACK, XO_SIZE, XO_REOPEN, XO_VERIFY, XO_CHMOD,
-	   XO_N };
-static const char *const xo_names[] = { "read",	   "write",  "mapread", "mapwrite", "cfr",
-					"truncate", "punch", "zero",	"falloc",   "fsync",
-					"fadvise", "fadvise-backing", "size", "reopen", "verify", "chmod" };
+enum xh {
+	XH_DEFAULT,
+	XH_DIRECT,
+	XH_STREAM,
+	XH_AUTO,
+	XH_CACHE,
+	XH_RDONLY,
+	XH_N
+};
+static const char *const xh_names[] = {
+	"default", "O_DIRECT", "stream", "auto", "cache", "rdonly"
+};
+enum xop {
+	XO_READ,
+	XO_WRITE,
+	XO_MREAD,
+	XO_MWRITE,
+	XO_CFR,
+	XO_TRUNC,
+	XO_PUNCH,
+	XO_ZERO,
+	XO_ALLOC,
+	XO_FSYNC,
+	XO_FADV,
+	XO_FADV_BACK,
+	XO_SIZE,
+	XO_REOPEN,
+	XO_VERIFY,
+	XO_CHMOD,
+	XO_N
+};
+static const char *const xo_names[] = { "read",	  "write",    "mapread", "mapwrite",
+					"cfr",	  "truncate", "punch",	 "zero",
+					"falloc", "fsync",    "fadvise", "fadvise-backing",
+					"size",	  "reopen",   "verify",	 "chmod" };
 
 struct xstate {
 	int fd[XH_N];
@@ -952,8 +1043,9 @@ static int xcheck(struct xstate *x, const unsigned char *got, ssize_t n, size_t 
 			size_t j = i;
 			while (j < want && got[j] != x->model[off + j])
 				j++;
-			return xfail(x, "%s of %zu at %zu: byte %zu (file offset %zu) is %#x, "
-					"the model has %#x; %zu bytes differ from there",
+			return xfail(x,
+				     "%s of %zu at %zu: byte %zu (file offset %zu) is %#x, "
+				     "the model has %#x; %zu bytes differ from there",
 				     what, len, off, i, off + i, got[i], x->model[off + i], j - i);
 		}
 	return 0;
@@ -1096,16 +1188,19 @@ static int xbus_fail(struct xstate *x, int h, size_t pg, size_t len, bool write)
 	} else {
 		size_t odd = 0;
 		for (size_t i = 0; i < (size_t)n; i++)
-			odd += x->abuf[i] != x->model[pg + i] && !(write && x->abuf[i] == x->buf[i]);
-		snprintf(rd, sizeof rd, "%zd of %zu bytes, %zu of them neither the model's nor the mapping's",
-			 n, len, odd);
+			odd += x->abuf[i] != x->model[pg + i] &&
+			       !(write && x->abuf[i] == x->buf[i]);
+		snprintf(rd, sizeof rd,
+			 "%zd of %zu bytes, %zu of them neither the model's nor the mapping's", n,
+			 len, odd);
 	}
 	fstat(x->fd[h], &hs);
 	fstat(x->bfd, &bs);
 	xdaemon_log_tail(tail, sizeof tail);
-	return xfail(x, "SIGBUS in a %s mapping of %zu at %zu through %s: the model has size %zu; "
-			"then a new mapping of the range, read: %s; pread of it through the "
-			"handle: %s; fstat of the handle %lld, of the backing file %lld%s",
+	return xfail(x,
+		     "SIGBUS in a %s mapping of %zu at %zu through %s: the model has size %zu; "
+		     "then a new mapping of the range, read: %s; pread of it through the "
+		     "handle: %s; fstat of the handle %lld, of the backing file %lld%s",
 		     write ? "written" : "read", len, pg, xh_names[h], x->size, again, rd,
 		     (long long)hs.st_size, (long long)bs.st_size, tail);
 }
@@ -1207,9 +1302,9 @@ static int xdo_falloc(struct xstate *x, enum xop op)
 {
 	int h = xpick(x, true, true);
 	size_t off = (size_t)(xnext(x) % (x->size + 65536)), len = 1 + (size_t)(xnext(x) % 131072);
-	int mode = op == XO_PUNCH ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE :
-		   op == XO_ZERO  ? FALLOC_FL_ZERO_RANGE | (xnext(x) % 2 ? FALLOC_FL_KEEP_SIZE : 0) :
-				    (xnext(x) % 2 ? FALLOC_FL_KEEP_SIZE : 0);
+	int mode = op == XO_PUNCH  ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+		   : op == XO_ZERO ? FALLOC_FL_ZERO_RANGE | (xnext(x) % 2 ? FALLOC_FL_KEEP_SIZE : 0)
+				   : (xnext(x) % 2 ? FALLOC_FL_KEEP_SIZE : 0);
 	if (off >= X_CAP)
 		return 0;
 	if (off + len > X_CAP)
@@ -1330,42 +1425,51 @@ static int xuser_end(struct xstate *x, int who, int rc)
 	if (statx(AT_FDCWD, CMNT("x.dat"), 0, STATX_MODE, &sx) < 0 || fstat(x->bfd, &bs) < 0)
 		return xfail(x, "statx of the mode: %s", strerror(errno));
 	if ((sx.stx_mode & 07777) != (bs.st_mode & 07777))
-		return xfail(x, "after a change by uid %d, the mount shows mode %04o, the backing "
-				"file %04o", TEST_UID, sx.stx_mode & 07777, bs.st_mode & 07777);
+		return xfail(x,
+			     "after a change by uid %d, the mount shows mode %04o, the backing "
+			     "file %04o",
+			     TEST_UID, sx.stx_mode & 07777, bs.st_mode & 07777);
 	return 0;
 }
 
 static int xstep(struct xstate *x, unsigned seq)
 {
 	unsigned r = (unsigned)(xnext(x) % 100);
-	enum xop op = r < 24 ? XO_READ : r < 46 ? XO_WRITE : r < 54 ? XO_MREAD : r < 62 ? XO_MWRITE :
-		      r < 70 ? XO_CFR : r < 74 ? XO_TRUNC : r < 77 ? XO_PUNCH : r < 80 ? XO_ZERO :
-		      r < 82 ? XO_ALLOC : r < 85 ? XO_FSYNC : r < 89 ? XO_FADV : r < 92 ? XO_FADV_BACK :
-		      r < 96 ? XO_SIZE : r < 97 ? XO_CHMOD : r < 98 ? XO_REOPEN : XO_VERIFY;
+	enum xop op = r < 24   ? XO_READ
+		      : r < 46 ? XO_WRITE
+		      : r < 54 ? XO_MREAD
+		      : r < 62 ? XO_MWRITE
+		      : r < 70 ? XO_CFR
+		      : r < 74 ? XO_TRUNC
+		      : r < 77 ? XO_PUNCH
+		      : r < 80 ? XO_ZERO
+		      : r < 82 ? XO_ALLOC
+		      : r < 85 ? XO_FSYNC
+		      : r < 89 ? XO_FADV
+		      : r < 92 ? XO_FADV_BACK
+		      : r < 96 ? XO_SIZE
+		      : r < 97 ? XO_CHMOD
+		      : r < 98 ? XO_REOPEN
+			       : XO_VERIFY;
 	int h, who;
 	x->count[op]++;
 	switch (op) {
 	case XO_READ: return xdo_read(x);
-	case XO_WRITE:
-		who = xuser_begin(x);
-		return xuser_end(x, who, xdo_write(x, seq));
+	case XO_WRITE: who = xuser_begin(x); return xuser_end(x, who, xdo_write(x, seq));
 	case XO_MREAD: return xdo_map(x, false, seq);
 	case XO_MWRITE: return xdo_map(x, true, seq);
-	case XO_CFR:
-		who = xuser_begin(x);
-		return xuser_end(x, who, xdo_cfr(x));
-	case XO_TRUNC:
-		who = xuser_begin(x);
-		return xuser_end(x, who, xdo_trunc(x));
-	case XO_PUNCH: case XO_ZERO: case XO_ALLOC:
-		who = xuser_begin(x);
-		return xuser_end(x, who, xdo_falloc(x, op));
+	case XO_CFR: who = xuser_begin(x); return xuser_end(x, who, xdo_cfr(x));
+	case XO_TRUNC: who = xuser_begin(x); return xuser_end(x, who, xdo_trunc(x));
+	case XO_PUNCH:
+	case XO_ZERO:
+	case XO_ALLOC: who = xuser_begin(x); return xuser_end(x, who, xdo_falloc(x, op));
 	case XO_CHMOD: return xdo_chmod(x);
 	case XO_FSYNC:
 		h = xpick(x, true, true);
 		xlog(x, "fsync %s", xh_names[h]);
-		return (xnext(x) % 2 ? fdatasync(x->fd[h]) : fsync(x->fd[h])) < 0 ?
-			       xfail(x, "fsync: %s", strerror(errno)) : 0;
+		return (xnext(x) % 2 ? fdatasync(x->fd[h]) : fsync(x->fd[h])) < 0
+			       ? xfail(x, "fsync: %s", strerror(errno))
+			       : 0;
 	case XO_FADV:
 		h = xpick(x, false, true);
 		xlog(x, "fadvise DONTNEED %s", xh_names[h]);
@@ -1628,12 +1732,15 @@ START_TEST(coh_zz_unmount)
 	ck_assert_msg(!g_cm.err[0], "setup failed: %s", g_cm.err);
 	/* Each mode was what the TCase says it covers, at least once. */
 	long long wb = stats_get(g_cm.mnt, "dontcache", "opened_write_behind");
-	printf("%s: %lld write streams served by the kernel with write-behind\n", co_names[g_co], wb);
+	printf("%s: %lld write streams served by the kernel with write-behind\n", co_names[g_co],
+	       wb);
 	fflush(stdout);
 	if (g_co == CO_STREAMED)
-		ck_assert_msg(wb > 0, "no write stream was served by the kernel (passthrough_writes)");
+		ck_assert_msg(wb > 0,
+			      "no write stream was served by the kernel (passthrough_writes)");
 	if (g_co == CO_ENGINE)
-		ck_assert_msg(wb == 0, "passthrough_writes = no, yet %lld kernel-served write streams", wb);
+		ck_assert_msg(wb == 0,
+			      "passthrough_writes = no, yet %lld kernel-served write streams", wb);
 	ck_assert_msg(own_mount_stop(&g_cm, err, sizeof err) == 0, "%s", err);
 }
 END_TEST

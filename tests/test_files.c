@@ -93,7 +93,7 @@ START_TEST(files_read_write)
 	ck_assert(memcmp(back, buf + 12345, 777) == 0);
 	DUAL(pread(F(f), back, n + 100, 0));
 	ck_assert(memcmp(back, buf, n) == 0);
-	DUAL(pread(F(f), back, 10, n));      /* at EOF */
+	DUAL(pread(F(f), back, 10, n));	     /* at EOF */
 	DUAL(pread(F(f), back, 10, n + 50)); /* past EOF */
 	DUAL(pread(F(f), back, 10, n - 3));  /* short read */
 	DUAL_EXPECT(pread(F(f), back, 10, -1), -EINVAL);
@@ -282,9 +282,23 @@ START_TEST(files_seek_data_hole)
 	ck_assert_int_eq(fsync(fd), 0);
 	int bfd = open(PE("sparse"), O_RDONLY);
 	ck_assert_int_ge(bfd, 0);
-	off_t offs[] = { 0, 1, 4095, 65535, 65536, 65537, 1 << 20, (4 << 20) - 1, 4 << 20,
-			 (4 << 20) + 70000, 10 << 20, (10 << 20) + 4095, (10 << 20) + 4096,
-			 (16 << 20) - 1, 16 << 20, (16 << 20) + 1, 100 << 20 };
+	off_t offs[] = { 0,
+			 1,
+			 4095,
+			 65535,
+			 65536,
+			 65537,
+			 1 << 20,
+			 (4 << 20) - 1,
+			 4 << 20,
+			 (4 << 20) + 70000,
+			 10 << 20,
+			 (10 << 20) + 4095,
+			 (10 << 20) + 4096,
+			 (16 << 20) - 1,
+			 16 << 20,
+			 (16 << 20) + 1,
+			 100 << 20 };
 	int holes_found = 0;
 	for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
 		for (int w = 0; w < 2; w++) {
@@ -420,7 +434,6 @@ START_TEST(files_many_open_close)
 }
 END_TEST
 
-
 /* Large sequential I/O (exercises streaming / dontcache paths when the
  * configuration enables them), then random reads, compared with the
  * pattern and with the backing file. */
@@ -450,7 +463,8 @@ START_TEST(files_large_sequential)
 		ck_assert_uint_eq(got, n);
 		for (size_t i = 0; i < n; i += 4096)
 			if (memcmp(back + i, buf + i, 4096) != 0)
-				ck_abort_msg("%s: sequential read mismatch in block at %zu", names[k], i);
+				ck_abort_msg("%s: sequential read mismatch in block at %zu",
+					     names[k], i);
 		/* random preads */
 		unsigned x = 12345;
 		for (int i = 0; i < 200; i++) {
@@ -460,10 +474,11 @@ START_TEST(files_large_sequential)
 			if (off + len > n)
 				len = n - off;
 			ssize_t pr = pread(fd, back, len, off);
-			ck_assert_msg(pr == (ssize_t)len, "%s: pread(%zu, %zu) = %zd", names[k], off,
-				      len, pr);
+			ck_assert_msg(pr == (ssize_t)len, "%s: pread(%zu, %zu) = %zd", names[k],
+				      off, len, pr);
 			ck_assert_msg(memcmp(back, buf + off, len) == 0,
-				      "%s: pread(%zu, %zu) returned wrong data", names[k], off, len);
+				      "%s: pread(%zu, %zu) returned wrong data", names[k], off,
+				      len);
 		}
 		close(fd);
 		free(back);
@@ -489,7 +504,8 @@ START_TEST(files_large_sequential)
 	free(e);
 	e = slurp(PM("movie.mkv"), &l);
 	ck_assert_uint_eq(l, n);
-	ck_assert_msg(memcmp(e, buf, n) == 0, "movie.mkv: content through dcfs after overwrite differs");
+	ck_assert_msg(memcmp(e, buf, n) == 0,
+		      "movie.mkv: content through dcfs after overwrite differs");
 	free(e);
 	free(buf);
 	for (int k = 0; k < 3; k++) /* free the space for later tests */
@@ -606,7 +622,8 @@ START_TEST(files_concurrent_writers)
 			char *b = malloc(65536);
 			if (p == nproc) { /* reader */
 				for (int i = 0; i < 200; i++)
-					if (pread(cfd, b, 65536, (i * 65536) % (nproc * region)) < 0)
+					if (pread(cfd, b, 65536, (i * 65536) % (nproc * region)) <
+					    0)
 						_exit(3);
 				_exit(0);
 			}
@@ -695,7 +712,8 @@ START_TEST(files_shared_fd_concurrent_reads)
 			struct rd_arg ra[4];
 			for (int i = 0; i < 4; i++) {
 				ra[i] = (struct rd_arg){ fd, buf, n, i, 0 };
-				ck_assert_int_eq(pthread_create(&th[i], NULL, reader_thread, &ra[i]), 0);
+				ck_assert_int_eq(
+					pthread_create(&th[i], NULL, reader_thread, &ra[i]), 0);
 			}
 			/* and a plain sequential read() on the same fd meanwhile */
 			char *b = malloc(1 << 20);
@@ -818,9 +836,10 @@ START_TEST(files_outside_change_seen)
 			int n = open(PM("%s", name), O_RDONLY);
 			ck_assert_int_ge(n, 0);
 			ck_assert_int_eq(pread(n, c, COH_LEN, 0), COH_LEN);
-			ck_assert_msg(memcmp(b, c, COH_LEN) == 0,
-				      "%s: an open after the change read the old data (close-to-open)",
-				      name);
+			ck_assert_msg(
+				memcmp(b, c, COH_LEN) == 0,
+				"%s: an open after the change read the old data (close-to-open)",
+				name);
 			close(n);
 		} else {
 			/* the attributes the kernel holds expire (attr_timeout 1 s) */
@@ -835,7 +854,8 @@ START_TEST(files_outside_change_seen)
 				if (!same)
 					sleep_ms(20);
 			} while (!same && now_s() - t0 < 5 * deadline_scale());
-			ck_assert_msg(same, "a held handle still reads the old data 5 s after a stat");
+			ck_assert_msg(same,
+				      "a held handle still reads the old data 5 s after a stat");
 		}
 		if (r >= 0)
 			close(r);
@@ -889,7 +909,8 @@ START_TEST(files_write_readback_race)
 		pwrite_all(fd, w, 256 << 10, o);
 	atomic_store(&race_stop, 0);
 	for (int i = 0; i < 2; i++)
-		ck_assert_int_eq(pthread_create(&th[i], NULL, race_reader, (void *)(uintptr_t)(i + 1)), 0);
+		ck_assert_int_eq(
+			pthread_create(&th[i], NULL, race_reader, (void *)(uintptr_t)(i + 1)), 0);
 	for (double t0 = now_s(); now_s() - t0 < 4;) {
 		size_t len, off;
 		s = s * 1103515245u + 12345u;

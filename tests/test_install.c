@@ -55,8 +55,9 @@ START_TEST(install_layout_and_fstab)
 	char dest[PATH_MAX], work[PATH_MAX], out[16384];
 	fresh_dir(dest, "destdir");
 	fresh_dir(work, "fstab");
-	int rc = run_cmd(out, sizeof out, "make -s --no-print-directory -C '%s' install DESTDIR='%s'",
-			 srcdir(), dest);
+	int rc = run_cmd(out, sizeof out,
+			 "make -s --no-print-directory -C '%s' install DESTDIR='%s'", srcdir(),
+			 dest);
 	ck_assert_msg(rc == 0, "make install: %d: %s", rc, out);
 	/* mount(8) runs helpers from /sbin only; systemd loads /lib/systemd/system */
 	expect_file(dest, "/sbin/mount.dcfs", 0755);
@@ -76,12 +77,16 @@ START_TEST(install_layout_and_fstab)
 	snprintf(want, sizeof want, "ExecStart=%s/dcfs ", sbindir);
 	ck_assert_msg(unit && strstr(unit, want), "dcfs@.service lacks %s", want);
 	free(unit);
-	rc = run_cmd(out, sizeof out, "find '%s' -name 'dcfs.8' -o -name 'dcfs.conf.5' -o -name "
-			 "'mount.dcfs.8' | wc -l", dest);
+	rc = run_cmd(out, sizeof out,
+		     "find '%s' -name 'dcfs.8' -o -name 'dcfs.conf.5' -o -name "
+		     "'mount.dcfs.8' | wc -l",
+		     dest);
 	ck_assert_msg(rc == 0 && atoi(out) == 3, "man pages installed: %s", out);
 
-	rc = run_cmd(out, sizeof out, "unshare -m --propagation private sh '%s/tests/install/fstab.sh' "
-			 "'%s' '%s' '%s' 2>&1", srcdir(), dest, work, sbindir);
+	rc = run_cmd(out, sizeof out,
+		     "unshare -m --propagation private sh '%s/tests/install/fstab.sh' "
+		     "'%s' '%s' '%s' 2>&1",
+		     srcdir(), dest, work, sbindir);
 	ck_assert_msg(rc == 0, "fstab mount through the installed helper: %d:\n%s", rc, out);
 	fprintf(stderr, "install_layout_and_fstab: %s", out);
 	rm_rf(dest);
@@ -95,7 +100,8 @@ START_TEST(config_default_etc)
 {
 	char work[PATH_MAX], out[16384];
 	fresh_dir(work, "defconf");
-	int rc = run_cmd(out, sizeof out, "unshare -m --propagation private sh "
+	int rc = run_cmd(out, sizeof out,
+			 "unshare -m --propagation private sh "
 			 "'%s/tests/install/defconf.sh' '%s' '%s' 2>&1",
 			 srcdir(), g_dcfs_bin, work);
 	ck_assert_msg(rc == 0, "default config: %d:\n%s", rc, out);
@@ -151,8 +157,9 @@ START_TEST(cli_stat_usage_and_width)
 	rc = run_cmd(out, sizeof out, "'%s' --help", g_dcfs_bin);
 	ck_assert_msg(rc == 0 && strstr(out, "--count") && strstr(out, "--wide"),
 		      "dcfs --help lacks stat's options: %s", out);
-	own_mount_ck(&g_im, FS_EXT4, "inst-stat", "[global]\ndefault = cache\n[class video]\nextensions = mkv\n"
-			      "policy = dontcache\n");
+	own_mount_ck(&g_im, FS_EXT4, "inst-stat",
+		     "[global]\ndefault = cache\n[class video]\nextensions = mkv\n"
+		     "policy = dontcache\n");
 	rc = run_cmd(out, sizeof out, "'%s' stat --watch 0.05 '%s' 2>&1", g_dcfs_bin, g_im.mnt);
 	ck_assert_msg(rc == 2 && strstr(out, "0.1"), "--watch 0.05 should name the minimum: %d: %s",
 		      rc, out);
@@ -210,8 +217,9 @@ END_TEST
  */
 START_TEST(film_cp_leaves_nothing_cached)
 {
-	own_mount_ck(&g_im, FS_EXT4, "inst-cp", "[global]\ndefault = cache\nmin_size = 0\n"
-			    "[class video]\nextensions = mkv\npolicy = dontcache\n");
+	own_mount_ck(&g_im, FS_EXT4, "inst-cp",
+		     "[global]\ndefault = cache\nmin_size = 0\n"
+		     "[class video]\nextensions = mkv\npolicy = dontcache\n");
 	size_t len = 64u << 20;
 	char *m = malloc(len);
 	fill_pattern(m, len, 2612);
@@ -232,7 +240,8 @@ START_TEST(film_cp_leaves_nothing_cached)
 		       stats_get(g_im.mnt, "dontcache", "written_fallback");
 	ck_assert_msg(w1 - w0 == (long long)len, "cp wrote %lld bytes uncached of %zu", w1 - w0,
 		      len);
-	long long a = wait_resident_le(bsrc, 16384 / 4, 5), b = wait_resident_le(bdst, 16384 / 4, 5);
+	long long a = wait_resident_le(bsrc, 16384 / 4, 5),
+		  b = wait_resident_le(bdst, 16384 / 4, 5);
 	/* drop-behind keeps two read-ahead windows at most while reading; 0 after */
 	ck_assert_msg(a <= 16384 / 4 && b <= 16384 / 4,
 		      "after cp of a 64 MiB film: %lld + %lld pages cached", a, b);
@@ -252,7 +261,8 @@ START_TEST(film_cp_leaves_nothing_cached)
 	ck_assert_msg(rc == 0, "cp of a cache-class file: %s", out);
 	json = xattr_str(g_im.mnt, "user.dcfs.stats");
 	p = json ? strstr(json, "\"copy_file_range\":") : NULL;
-	ck_assert_msg(p && atol(p + 18) > before, "no server-side copy for the cache class: %s", json);
+	ck_assert_msg(p && atol(p + 18) > before, "no server-side copy for the cache class: %s",
+		      json);
 	free(json);
 	free(m);
 	own_unmount_ck(&g_im);
@@ -328,8 +338,8 @@ START_TEST(docs_cover_options)
 		must_mention(mount8, "mount.dcfs(8)", w[i]);
 	/* stat's options, in dcfs(8) and in --help */
 	char *cli = src_file("fusefs/daemon/cli.c");
-	const char *stat_opts[] = { "--wide", "--json", "--prometheus", "--files", "--watch",
-				    "--count" };
+	const char *stat_opts[] = { "--wide",  "--json",  "--prometheus",
+				    "--files", "--watch", "--count" };
 	for (size_t i = 0; i < sizeof stat_opts / sizeof *stat_opts; i++) {
 		must_mention(dcfs8, "dcfs(8)", stat_opts[i]);
 		must_mention(cli, "stat --help (daemon/cli.c)", stat_opts[i]);

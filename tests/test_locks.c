@@ -11,7 +11,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum act_kind { A_SETLK, A_SETLKW, A_GETLK, A_FLOCK, A_OFD_SETLK };
+enum act_kind {
+	A_SETLK,
+	A_SETLKW,
+	A_GETLK,
+	A_FLOCK,
+	A_OFD_SETLK
+};
 
 struct act {
 	enum act_kind kind;
@@ -28,26 +34,19 @@ struct act_res {
 
 static void do_act(int fd, const struct act *a, struct act_res *r)
 {
-	struct flock fl = { .l_type = a->type, .l_whence = SEEK_SET, .l_start = a->start,
-			    .l_len = a->len };
+	struct flock fl = {
+		.l_type = a->type, .l_whence = SEEK_SET, .l_start = a->start, .l_len = a->len
+	};
 	errno = 0;
 	switch (a->kind) {
-	case A_SETLK:
-		r->ret = fcntl(fd, F_SETLK, &fl);
-		break;
-	case A_SETLKW:
-		r->ret = fcntl(fd, F_SETLKW, &fl);
-		break;
-	case A_GETLK:
-		r->ret = fcntl(fd, F_GETLK, &fl);
-		break;
+	case A_SETLK: r->ret = fcntl(fd, F_SETLK, &fl); break;
+	case A_SETLKW: r->ret = fcntl(fd, F_SETLKW, &fl); break;
+	case A_GETLK: r->ret = fcntl(fd, F_GETLK, &fl); break;
 	case A_OFD_SETLK:
 		fl.l_pid = 0;
 		r->ret = fcntl(fd, F_OFD_SETLK, &fl);
 		break;
-	case A_FLOCK:
-		r->ret = flock(fd, a->flock_op);
-		break;
+	case A_FLOCK: r->ret = flock(fd, a->flock_op); break;
 	}
 	r->err = r->ret < 0 ? errno : 0;
 	r->fl = fl;
@@ -92,17 +91,17 @@ static const char *fmt_res(struct act_res r)
 {
 	static char b[128];
 	if (r.ret < 0)
-		snprintf(b, sizeof b, "-1/%s", (r.err == EAGAIN || r.err == EACCES) ? "EAGAIN" :
-						  strerror(r.err));
+		snprintf(b, sizeof b, "-1/%s",
+			 (r.err == EAGAIN || r.err == EACCES) ? "EAGAIN" : strerror(r.err));
 	else
 		snprintf(b, sizeof b, "%ld", r.ret);
 	return b;
 }
 
-#define LOG(...)                                                                     \
-	do {                                                                         \
-		size_t _l = strlen(out);                                             \
-		snprintf(out + _l, outlen - _l, __VA_ARGS__);                        \
+#define LOG(...)                                              \
+	do {                                                  \
+		size_t _l = strlen(out);                      \
+		snprintf(out + _l, outlen - _l, __VA_ARGS__); \
 	} while (0)
 
 /* POSIX byte-range lock scenario; returns transcript */
@@ -113,13 +112,16 @@ static void posix_scenario(const char *path, char *out, size_t outlen)
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(ftruncate(fd, 4096), 0);
 	parent_lk(fd, F_WRLCK, 0, 100);
-	LOG("wr-overlap:%s ", fmt_res(child_act(path, (struct act){ A_SETLK, F_WRLCK, 50, 10, 0 })));
+	LOG("wr-overlap:%s ",
+	    fmt_res(child_act(path, (struct act){ A_SETLK, F_WRLCK, 50, 10, 0 })));
 	LOG("wr-disjoint:%s ",
 	    fmt_res(child_act(path, (struct act){ A_SETLK, F_WRLCK, 200, 100, 0 })));
 	LOG("rd-overlap:%s ", fmt_res(child_act(path, (struct act){ A_SETLK, F_RDLCK, 0, 10, 0 })));
 	struct act_res g = child_act(path, (struct act){ A_GETLK, F_WRLCK, 0, 100, 0 });
 	LOG("getlk:%s type=%s start=%lld len=%lld pidok=%d ", fmt_res(g),
-	    g.fl.l_type == F_WRLCK ? "WR" : g.fl.l_type == F_RDLCK ? "RD" : "UN",
+	    g.fl.l_type == F_WRLCK   ? "WR"
+	    : g.fl.l_type == F_RDLCK ? "RD"
+				     : "UN",
 	    (long long)g.fl.l_start, (long long)g.fl.l_len, g.fl.l_pid == getpid());
 	g = child_act(path, (struct act){ A_GETLK, F_WRLCK, 500, 10, 0 });
 	LOG("getlk-free:%s type=%s ", fmt_res(g), g.fl.l_type == F_UNLCK ? "UN" : "LOCKED");
@@ -129,12 +131,16 @@ static void posix_scenario(const char *path, char *out, size_t outlen)
 	LOG("wr-vs-rd:%s ", fmt_res(child_act(path, (struct act){ A_SETLK, F_WRLCK, 90, 20, 0 })));
 	g = child_act(path, (struct act){ A_GETLK, F_WRLCK, 0, 0, 0 });
 	LOG("getlk-rd:%s type=%s pidok=%d ", fmt_res(g),
-	    g.fl.l_type == F_RDLCK ? "RD" : g.fl.l_type == F_WRLCK ? "WR" : "UN",
+	    g.fl.l_type == F_RDLCK   ? "RD"
+	    : g.fl.l_type == F_WRLCK ? "WR"
+				     : "UN",
 	    g.fl.l_pid == getpid());
 	/* partial unlock splits the lock */
 	parent_lk(fd, F_UNLCK, 20, 10);
-	LOG("split-hole:%s ", fmt_res(child_act(path, (struct act){ A_SETLK, F_WRLCK, 20, 10, 0 })));
-	LOG("split-rest:%s ", fmt_res(child_act(path, (struct act){ A_SETLK, F_WRLCK, 30, 10, 0 })));
+	LOG("split-hole:%s ",
+	    fmt_res(child_act(path, (struct act){ A_SETLK, F_WRLCK, 20, 10, 0 })));
+	LOG("split-rest:%s ",
+	    fmt_res(child_act(path, (struct act){ A_SETLK, F_WRLCK, 30, 10, 0 })));
 	/* release */
 	parent_lk(fd, F_UNLCK, 0, 0);
 	LOG("after-unlock:%s ",
@@ -229,8 +235,10 @@ static void flock_scenario(const char *path, char *out, size_t outlen)
 	int fd = open(path, O_RDWR | O_CREAT, 0644);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(flock(fd, LOCK_EX), 0);
-	LOG("ex-vs-ex:%s ", fmt_res(child_act(path, (struct act){ A_FLOCK, 0, 0, 0, LOCK_EX | LOCK_NB })));
-	LOG("sh-vs-ex:%s ", fmt_res(child_act(path, (struct act){ A_FLOCK, 0, 0, 0, LOCK_SH | LOCK_NB })));
+	LOG("ex-vs-ex:%s ",
+	    fmt_res(child_act(path, (struct act){ A_FLOCK, 0, 0, 0, LOCK_EX | LOCK_NB })));
+	LOG("sh-vs-ex:%s ",
+	    fmt_res(child_act(path, (struct act){ A_FLOCK, 0, 0, 0, LOCK_SH | LOCK_NB })));
 	/* flock and POSIX locks do not interact on Linux */
 	LOG("posix-vs-flock:%s ",
 	    fmt_res(child_act(path, (struct act){ A_SETLK, F_WRLCK, 0, 0, 0 })));
@@ -242,10 +250,13 @@ static void flock_scenario(const char *path, char *out, size_t outlen)
 	waitpid(pid, &st, 0);
 	LOG("inherited-fd:%d ", WEXITSTATUS(st));
 	ck_assert_int_eq(flock(fd, LOCK_SH), 0); /* convert */
-	LOG("sh-vs-sh:%s ", fmt_res(child_act(path, (struct act){ A_FLOCK, 0, 0, 0, LOCK_SH | LOCK_NB })));
-	LOG("ex-vs-sh:%s ", fmt_res(child_act(path, (struct act){ A_FLOCK, 0, 0, 0, LOCK_EX | LOCK_NB })));
+	LOG("sh-vs-sh:%s ",
+	    fmt_res(child_act(path, (struct act){ A_FLOCK, 0, 0, 0, LOCK_SH | LOCK_NB })));
+	LOG("ex-vs-sh:%s ",
+	    fmt_res(child_act(path, (struct act){ A_FLOCK, 0, 0, 0, LOCK_EX | LOCK_NB })));
 	ck_assert_int_eq(flock(fd, LOCK_UN), 0);
-	LOG("after-un:%s ", fmt_res(child_act(path, (struct act){ A_FLOCK, 0, 0, 0, LOCK_EX | LOCK_NB })));
+	LOG("after-un:%s ",
+	    fmt_res(child_act(path, (struct act){ A_FLOCK, 0, 0, 0, LOCK_EX | LOCK_NB })));
 	/* lock released on close of the last fd */
 	ck_assert_int_eq(flock(fd, LOCK_EX), 0);
 	close(fd);
@@ -301,8 +312,10 @@ static void ofd_scenario(const char *path, char *out, size_t outlen)
 	struct flock f2 = fl;
 	errno = 0;
 	r = fcntl(b, F_OFD_SETLK, &f2);
-	LOG("ofd-b-conflict:%d/%s ", r, r < 0 && (errno == EAGAIN || errno == EACCES) ? "EAGAIN" :
-					r < 0 ? strerror(errno) : "ok");
+	LOG("ofd-b-conflict:%d/%s ", r,
+	    r < 0 && (errno == EAGAIN || errno == EACCES) ? "EAGAIN"
+	    : r < 0					  ? strerror(errno)
+							  : "ok");
 	close(a);
 	/* Through dcfs the lock goes when the daemon gets the release, which
 	 * the kernel sends in the background after the last close (dcfs(8),
@@ -311,7 +324,8 @@ static void ofd_scenario(const char *path, char *out, size_t outlen)
 	do {
 		errno = 0;
 		r = fcntl(b, F_OFD_SETLK, &f2);
-	} while (r < 0 && (errno == EAGAIN || errno == EACCES) && now_s() < end && (sleep_ms(5), 1));
+	} while (r < 0 && (errno == EAGAIN || errno == EACCES) && now_s() < end &&
+		 (sleep_ms(5), 1));
 	LOG("ofd-b-after-close:%d/%d ", r, r < 0 ? errno : 0);
 	close(b);
 }
@@ -323,11 +337,11 @@ static void run_scenario(scenario_fn fn, const char *name, const char *expect)
 	char r[2048], m[2048];
 	fn(PR("%s", name), r, sizeof r);
 	fn(PM("%s", name), m, sizeof m);
-	ck_assert_msg(strcmp(r, m) == 0, "%s lock transcript differs:\nbacking: %s\ndcfs:    %s", name,
-		      r, m);
+	ck_assert_msg(strcmp(r, m) == 0, "%s lock transcript differs:\nbacking: %s\ndcfs:    %s",
+		      name, r, m);
 	if (expect)
-		ck_assert_msg(strcmp(m, expect) == 0, "%s: unexpected transcript:\n got: %s\nwant: %s",
-			      name, m, expect);
+		ck_assert_msg(strcmp(m, expect) == 0,
+			      "%s: unexpected transcript:\n got: %s\nwant: %s", name, m, expect);
 }
 
 START_TEST(locks_posix)
@@ -362,7 +376,8 @@ END_TEST
 START_TEST(locks_ofd)
 {
 	T_BEGIN();
-	run_scenario(ofd_scenario, "ofd", "ofd-a:0/0 ofd-b-conflict:-1/EAGAIN ofd-b-after-close:0/0 ");
+	run_scenario(ofd_scenario, "ofd",
+		     "ofd-a:0/0 ofd-b-conflict:-1/EAGAIN ofd-b-after-close:0/0 ");
 }
 END_TEST
 
@@ -399,7 +414,8 @@ static void counter_run(const char *path, int use_flock)
 	for (int p = 0; p < nproc; p++) {
 		int st;
 		waitpid(pids[p], &st, 0);
-		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: worker status %#x", path, st);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: worker status %#x", path,
+			      st);
 	}
 	size_t l;
 	char *s = slurp(path, &l);
@@ -472,9 +488,13 @@ static const char *getlk_str(struct act_res g, pid_t holder)
 {
 	static char b[96];
 	snprintf(b, sizeof b, "%s/%s/%lld+%lld/%s", fmt_res(g),
-		 g.fl.l_type == F_WRLCK ? "WR" : g.fl.l_type == F_RDLCK ? "RD" : "UN",
+		 g.fl.l_type == F_WRLCK	  ? "WR"
+		 : g.fl.l_type == F_RDLCK ? "RD"
+					  : "UN",
 		 (long long)g.fl.l_start, (long long)g.fl.l_len,
-		 g.fl.l_pid == holder ? "holder" : g.fl.l_pid == -1 ? "ofd" : "other");
+		 g.fl.l_pid == holder ? "holder"
+		 : g.fl.l_pid == -1   ? "ofd"
+				      : "other");
 	return b;
 }
 
@@ -495,7 +515,8 @@ static void cross_scenario(const char *mnt, const char *bk, char *out, size_t ou
 	/* 1. POSIX through the mount, seen on the backing file */
 	parent_lk(fd, F_WRLCK, 0, 100);
 	LOG("bk-overlap:%s ", fmt_res(child_act(bk, (struct act){ A_SETLK, F_WRLCK, 50, 10, 0 })));
-	LOG("bk-disjoint:%s ", fmt_res(child_act(bk, (struct act){ A_SETLK, F_WRLCK, 200, 10, 0 })));
+	LOG("bk-disjoint:%s ",
+	    fmt_res(child_act(bk, (struct act){ A_SETLK, F_WRLCK, 200, 10, 0 })));
 	LOG("bk-ofd:%s ", fmt_res(child_act(bk, (struct act){ A_OFD_SETLK, F_RDLCK, 0, 10, 0 })));
 	LOG("bk-getlk:%s ",
 	    getlk_str(child_act(bk, (struct act){ A_GETLK, F_WRLCK, 0, 0, 0 }), getpid()));
@@ -507,7 +528,9 @@ static void cross_scenario(const char *mnt, const char *bk, char *out, size_t ou
 	/* fork(2): the child is another owner, also through the inherited fd */
 	pid_t pid = fork();
 	if (pid == 0) {
-		struct flock c = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 10 };
+		struct flock c = {
+			.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 10
+		};
 		_exit(fcntl(fd, F_SETLK, &c) == 0 ? 0 : 10);
 	}
 	int st;
@@ -522,7 +545,8 @@ static void cross_scenario(const char *mnt, const char *bk, char *out, size_t ou
 	LOG("mnt-overlap:%s ", fmt_res(child_act(mnt, (struct act){ A_SETLK, F_RDLCK, 0, 10, 0 })));
 	LOG("mnt-getlk:%s ",
 	    getlk_str(child_act(mnt, (struct act){ A_GETLK, F_WRLCK, 0, 0, 0 }), h.pid));
-	LOG("mnt-parent:%d ", fcntl(fd, F_SETLK, &fl) == 0 ? 0 : errno == EAGAIN || errno == EACCES);
+	LOG("mnt-parent:%d ",
+	    fcntl(fd, F_SETLK, &fl) == 0 ? 0 : errno == EAGAIN || errno == EACCES);
 	struct flock un = { .l_type = F_UNLCK, .l_whence = SEEK_SET };
 	fcntl(fd, F_SETLK, &un); /* whatever that took is not in the way below */
 	/* a wait through the mount ends when the backing holder lets go */
@@ -563,7 +587,8 @@ static void cross_scenario(const char *mnt, const char *bk, char *out, size_t ou
 	LOG("ofd-unlock:%d ", fcntl(fd, F_OFD_SETLK, &ofl));
 	/* 4. flock(2) both ways */
 	LOG("flock-mnt:%d ", flock(fd, LOCK_EX | LOCK_NB));
-	LOG("bk-flock:%s ", fmt_res(child_act(bk, (struct act){ A_FLOCK, 0, 0, 0, LOCK_SH | LOCK_NB })));
+	LOG("bk-flock:%s ",
+	    fmt_res(child_act(bk, (struct act){ A_FLOCK, 0, 0, 0, LOCK_SH | LOCK_NB })));
 	flock(fd, LOCK_UN);
 	LOG("bk-flock-after:%s ",
 	    fmt_res(child_act(bk, (struct act){ A_FLOCK, 0, 0, 0, LOCK_EX | LOCK_NB })));
@@ -594,8 +619,9 @@ START_TEST(locks_mount_and_backing)
 		 "bk-flock:-1/EAGAIN bk-flock-after:0 "
 		 "mnt-flock:-1/EAGAIN mnt-flock-after:0 ",
 		 pid);
-	ck_assert_msg(strcmp(out, want) == 0, "locks through the mount vs on the backing file:\n got: %s\nwant: %s",
-		      out, want);
+	ck_assert_msg(strcmp(out, want) == 0,
+		      "locks through the mount vs on the backing file:\n got: %s\nwant: %s", out,
+		      want);
 }
 END_TEST
 

@@ -26,14 +26,14 @@ static void check_times(const char *rel)
 	struct stat r, m;
 	ck_assert_int_eq(lstat(PR("%s", rel), &r), 0);
 	ck_assert_int_eq(lstat(PM("%s", rel), &m), 0);
-	ck_assert_msg(r.st_mtim.tv_sec == m.st_mtim.tv_sec && r.st_mtim.tv_nsec == m.st_mtim.tv_nsec,
-		      "%s: mtime backing %lld.%09ld dcfs %lld.%09ld", rel,
-		      (long long)r.st_mtim.tv_sec, r.st_mtim.tv_nsec, (long long)m.st_mtim.tv_sec,
-		      m.st_mtim.tv_nsec);
-	ck_assert_msg(r.st_atim.tv_sec == m.st_atim.tv_sec && r.st_atim.tv_nsec == m.st_atim.tv_nsec,
-		      "%s: atime backing %lld.%09ld dcfs %lld.%09ld", rel,
-		      (long long)r.st_atim.tv_sec, r.st_atim.tv_nsec, (long long)m.st_atim.tv_sec,
-		      m.st_atim.tv_nsec);
+	ck_assert_msg(
+		r.st_mtim.tv_sec == m.st_mtim.tv_sec && r.st_mtim.tv_nsec == m.st_mtim.tv_nsec,
+		"%s: mtime backing %lld.%09ld dcfs %lld.%09ld", rel, (long long)r.st_mtim.tv_sec,
+		r.st_mtim.tv_nsec, (long long)m.st_mtim.tv_sec, m.st_mtim.tv_nsec);
+	ck_assert_msg(
+		r.st_atim.tv_sec == m.st_atim.tv_sec && r.st_atim.tv_nsec == m.st_atim.tv_nsec,
+		"%s: atime backing %lld.%09ld dcfs %lld.%09ld", rel, (long long)r.st_atim.tv_sec,
+		r.st_atim.tv_nsec, (long long)m.st_atim.tv_sec, m.st_atim.tv_nsec);
 }
 
 START_TEST(meta_chmod_chown)
@@ -196,8 +196,9 @@ START_TEST(meta_symlink_escape)
 		check_identity(names[i]);
 		errno = 0;
 		int fd = open(PM("%s", names[i]), O_RDONLY | O_NOFOLLOW);
-		ck_assert_msg(fd < 0 && errno == ELOOP, "%s: O_NOFOLLOW open gave %d (%s), want ELOOP",
-			      names[i], fd, strerror(errno));
+		ck_assert_msg(fd < 0 && errno == ELOOP,
+			      "%s: O_NOFOLLOW open gave %d (%s), want ELOOP", names[i], fd,
+			      strerror(errno));
 		fd = open(PM("%s", names[i]), O_PATH | O_NOFOLLOW);
 		ck_assert_int_ge(fd, 0);
 		struct stat fst;
@@ -222,8 +223,9 @@ START_TEST(meta_symlink_escape)
 	int e = errno;
 	errno = 0;
 	ssize_t rb = lgetxattr(PE("passwd"), "user.x", v, sizeof v);
-	ck_assert_msg(r == rb && e == errno, "lgetxattr on escaping symlink: dcfs %zd/%s backing %zd/%s",
-		      r, strerror(e), rb, strerror(errno));
+	ck_assert_msg(r == rb && e == errno,
+		      "lgetxattr on escaping symlink: dcfs %zd/%s backing %zd/%s", r, strerror(e),
+		      rb, strerror(errno));
 }
 END_TEST
 
@@ -251,8 +253,8 @@ START_TEST(meta_mknod)
 	errno = 0;
 	int fd = open(PM("null"), O_WRONLY);
 	if (sv.f_flag & ST_NODEV) {
-		ck_assert_msg(fd < 0 && errno == EACCES, "open dev node on nodev mount: %d (%s)", fd,
-			      strerror(errno));
+		ck_assert_msg(fd < 0 && errno == EACCES, "open dev node on nodev mount: %d (%s)",
+			      fd, strerror(errno));
 	} else {
 		ck_assert_msg(fd >= 0, "open dev node: %s", strerror(errno));
 		ck_assert_int_eq(write(fd, "abc", 3), 3);
@@ -628,8 +630,9 @@ START_TEST(meta_acl)
 		int rc = run_cmd(out, sizeof out, "setfacl -m u:65534:rw,g:65534:r,m::rw '%s'",
 				 P("f"));
 		ck_assert_msg(rc == 0, "setfacl on %s: %s", P("f"), out);
-		rc = run_cmd(out, sizeof out, "setfacl -d -m u:65534:rx '%s' && setfacl -m g:0:rwx '%s'",
-			     P("d"), P("d"));
+		rc = run_cmd(out, sizeof out,
+			     "setfacl -d -m u:65534:rx '%s' && setfacl -m g:0:rwx '%s'", P("d"),
+			     P("d"));
 		ck_assert_msg(rc == 0, "setfacl -d on %s: %s", P("d"), out);
 	}
 	cmp_xattr("f", "system.posix_acl_access");
@@ -731,13 +734,14 @@ START_TEST(meta_inode_reuse)
 		if (sb.st_ino == so.st_ino)
 			reused++;
 		ck_assert_int_eq(stat(PM("new%d", i), &sn), 0);
-		ck_assert_msg(sn.st_ino == sb.st_ino && sn.st_size == sb.st_size &&
-				      sn.st_mode == sb.st_mode,
-			      "new%d (backing ino %llu%s): dcfs shows ino %llu size %lld mode 0%o, backing "
-			      "size %lld mode 0%o",
-			      i, (unsigned long long)sb.st_ino,
-			      sb.st_ino == so.st_ino ? ", reused" : "", (unsigned long long)sn.st_ino,
-			      (long long)sn.st_size, sn.st_mode, (long long)sb.st_size, sb.st_mode);
+		ck_assert_msg(
+			sn.st_ino == sb.st_ino && sn.st_size == sb.st_size &&
+				sn.st_mode == sb.st_mode,
+			"new%d (backing ino %llu%s): dcfs shows ino %llu size %lld mode 0%o, backing "
+			"size %lld mode 0%o",
+			i, (unsigned long long)sb.st_ino, sb.st_ino == so.st_ino ? ", reused" : "",
+			(unsigned long long)sn.st_ino, (long long)sn.st_size, sn.st_mode,
+			(long long)sb.st_size, sb.st_mode);
 		c = slurp(PM("new%d", i), &l);
 		ck_assert_ptr_nonnull(c);
 		ck_assert_msg(l == (size_t)(5000 + i) && memcmp(c, buf, l) == 0,

@@ -84,9 +84,10 @@ START_TEST(ops_units_verified)
 	char path[PATH_MAX];
 	snprintf(path, sizeof path, "%s/dcfs@.service", dir);
 	char *u = read_file_str(path);
-	const char *want[] = { "Type=forking", "KillMode=mixed", "KillSignal=SIGTERM",
-			       "ExecReload=/bin/kill -HUP $MAINPID", "Restart=on-failure",
-			       "LimitNOFILE=1048576", "ExecStart=", " %f\n" };
+	const char *want[] = { "Type=forking",	     "KillMode=mixed",
+			       "KillSignal=SIGTERM", "ExecReload=/bin/kill -HUP $MAINPID",
+			       "Restart=on-failure", "LimitNOFILE=1048576",
+			       "ExecStart=",	     " %f\n" };
 	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
 		ck_assert_msg(strstr(u, want[i]), "dcfs@.service lacks %s", want[i]);
 	/* systemd must wait longer than dcfs's default stop_timeout (30 s). */
@@ -118,7 +119,7 @@ END_TEST
 
 struct writer {
 	pid_t pid;
-	int ready; /* read end: one byte after the first chunk */
+	int ready;  /* read end: one byte after the first chunk */
 	int result; /* read end: hash64 of the data, after close */
 };
 
@@ -212,8 +213,9 @@ START_TEST(ops_sigterm_drains_writer)
 	ck_assert_uint_eq(len, (size_t)W_CHUNK * W_CHUNKS);
 	ck_assert_msg(hash64(got, len) == want, "the file written during the stop differs");
 	free(got);
-	ck_assert_msg(log_has("SIGTERM: stopping: refusing new opens, waiting up to 30 s for 1 open file"),
-		      "no stop log line");
+	ck_assert_msg(
+		log_has("SIGTERM: stopping: refusing new opens, waiting up to 30 s for 1 open file"),
+		"no stop log line");
 	ck_assert_msg(log_has("stopping: refused open of /other") &&
 			      log_has("stopping: refused create of /new-file"),
 		      "refusals not logged");
@@ -384,8 +386,8 @@ static int dcfs_stat_as(uid_t uid, gid_t gid, char *out, size_t outlen, double t
  * counts bytes as they pass). */
 START_TEST(ops_watch)
 {
-	ops_mount("ops-watch", "[global]\ndefault = dontcache\nmin_size = 0\npassthrough_writes = no\n",
-		  NULL);
+	ops_mount("ops-watch",
+		  "[global]\ndefault = dontcache\nmin_size = 0\npassthrough_writes = no\n", NULL);
 	char path[PATH_MAX];
 	snprintf(path, sizeof path, "%s/ops-watch.out", g_tmpdir);
 	fflush(NULL);
@@ -476,7 +478,8 @@ static int prom_parse(char *text, struct prom_sample *out, int max, char *why, s
 		}
 		struct prom_sample *s = &out[n];
 		memset(s, 0, sizeof *s);
-		size_t nl = strspn(l, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_:0123456789");
+		size_t nl = strspn(
+			l, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_:0123456789");
 		if (nl == 0 || nl >= sizeof s->name || (l[0] >= '0' && l[0] <= '9')) {
 			snprintf(why, whylen, "bad metric name: %s", l);
 			return -1;
@@ -486,8 +489,11 @@ static int prom_parse(char *text, struct prom_sample *out, int max, char *why, s
 		if (*p == '{') {
 			p++;
 			while (*p != '}') {
-				size_t kl = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789");
-				if (!kl || kl >= 128 || p[kl] != '=' || p[kl + 1] != '"' || s->nlabels == 8) {
+				size_t kl = strspn(
+					p,
+					"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789");
+				if (!kl || kl >= 128 || p[kl] != '=' || p[kl + 1] != '"' ||
+				    s->nlabels == 8) {
 					snprintf(why, whylen, "bad label in: %s", l);
 					return -1;
 				}
@@ -501,7 +507,8 @@ static int prom_parse(char *text, struct prom_sample *out, int max, char *why, s
 						if (c == 'n')
 							c = '\n';
 						else if (c != '\\' && c != '"') {
-							snprintf(why, whylen, "bad escape in: %s", l);
+							snprintf(why, whylen, "bad escape in: %s",
+								 l);
 							return -1;
 						}
 					}
@@ -595,11 +602,12 @@ static int json_classes(const char *json, char names[8][32], long long vals[8][3
 
 START_TEST(ops_prometheus_matches_json)
 {
-	ops_mount("ops-prom",
-		  "[global]\ndefault = cache\nmin_size = 0\nauto_threshold = 1M\npassthrough_writes = no\n"
-		  "[class video]\nextensions = mkv\npolicy = dontcache\n"
-		  "[class big]\nextensions = bin\npolicy = auto\n",
-		  NULL);
+	ops_mount(
+		"ops-prom",
+		"[global]\ndefault = cache\nmin_size = 0\nauto_threshold = 1M\npassthrough_writes = no\n"
+		"[class video]\nextensions = mkv\npolicy = dontcache\n"
+		"[class big]\nextensions = bin\npolicy = auto\n",
+		NULL);
 	size_t len = 4 << 20;
 	char *buf = malloc(len);
 	fill_pattern(buf, len, 9);
@@ -611,7 +619,7 @@ START_TEST(ops_prometheus_matches_json)
 	free(slurp(OM("b.txt"), &l));
 	free(buf);
 	int fd = OK(open(OM("b.txt"), O_RDONLY)); /* one open file during the check */
-	sleep_ms(200); /* asynchronous releases of the files above */
+	sleep_ms(200);				  /* asynchronous releases of the files above */
 	char prom[65536], json[8192];
 	char *pa[] = { "--prometheus", g_o.mnt, NULL };
 	ck_assert_int_eq(dcfs_stat_as(0, 0, prom, sizeof prom, 10, pa), 0);
@@ -630,7 +638,8 @@ START_TEST(ops_prometheus_matches_json)
 		for (int j = 0; j < i; j++) {
 			int same = !strcmp(s[i].name, s[j].name) && s[i].nlabels == s[j].nlabels;
 			for (int k = 0; same && k < s[i].nlabels; k++)
-				same = !strcmp(s[i].labels[k][1], label(&s[j], s[i].labels[k][0]) ?: "\1");
+				same = !strcmp(s[i].labels[k][1],
+					       label(&s[j], s[i].labels[k][0]) ?: "\1");
 			ck_assert_msg(!same, "duplicate series %s", s[i].name);
 		}
 	}
@@ -807,8 +816,8 @@ START_TEST(ops_files_root_and_user)
 		      "notes.txt row: %s\n%s", row, out);
 	char uid[16];
 	snprintf(uid, sizeof uid, "%d ", TEST_UID);
-	ck_assert_msg(row_of(out, OM("u/user.mkv"), row, sizeof row) && !strncmp(row, uid, strlen(uid)) &&
-			      strstr(row, " 524288 "),
+	ck_assert_msg(row_of(out, OM("u/user.mkv"), row, sizeof row) &&
+			      !strncmp(row, uid, strlen(uid)) && strstr(row, " 524288 "),
 		      "the user's file as seen by root: %s\n%s", row, out);
 	/* the user sees their own handle only */
 	int rc = dcfs_stat_as(TEST_UID, TEST_GID, out, sizeof out, 10, fa);

@@ -32,27 +32,30 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-static const char PT_CONF[] =
-	"[global]\n"
-	"default = cache\n"
-	"min_size = 0\n"
-	"auto_threshold = 1M\n"
-	"readahead = 256K\n"
-	"\n"
-	"[class video]\n"
-	"extensions = mkv\n"
-	"policy = dontcache\n"
-	"\n"
-	"[dir /auto]\n"
-	"policy = auto\n"
-	"\n"
-	"[process ptstream]\n"
-	"policy = dontcache\n"
-	"\n"
-	"[process ptauto]\n"
-	"policy = auto\n";
+static const char PT_CONF[] = "[global]\n"
+			      "default = cache\n"
+			      "min_size = 0\n"
+			      "auto_threshold = 1M\n"
+			      "readahead = 256K\n"
+			      "\n"
+			      "[class video]\n"
+			      "extensions = mkv\n"
+			      "policy = dontcache\n"
+			      "\n"
+			      "[dir /auto]\n"
+			      "policy = auto\n"
+			      "\n"
+			      "[process ptstream]\n"
+			      "policy = dontcache\n"
+			      "\n"
+			      "[process ptauto]\n"
+			      "policy = auto\n";
 
-enum ptkind { PK_EXT4, PK_XFS, PK_FWD };
+enum ptkind {
+	PK_EXT4,
+	PK_XFS,
+	PK_FWD
+};
 static const char *const pk_names[] = { "pt-ext4", "pt-xfs", "fwd-ext4" };
 static enum ptkind g_pk;
 static struct own_mount g_pm;
@@ -117,9 +120,18 @@ static void pk_setup(enum ptkind k)
 		lseek(g_kmsg, 0, SEEK_END);
 	pk_start();
 }
-static void pk_setup_ext4(void) { pk_setup(PK_EXT4); }
-static void pk_setup_xfs(void) { pk_setup(PK_XFS); }
-static void pk_setup_fwd(void) { pk_setup(PK_FWD); }
+static void pk_setup_ext4(void)
+{
+	pk_setup(PK_EXT4);
+}
+static void pk_setup_xfs(void)
+{
+	pk_setup(PK_XFS);
+}
+static void pk_setup_fwd(void)
+{
+	pk_setup(PK_FWD);
+}
 
 static void pk_teardown(void)
 {
@@ -167,7 +179,11 @@ static void mkdirs(void)
  * the calling process ([process] rules), so the test renames itself around
  * the opens of the streaming and the auto handle.
  */
-enum how { AS_CACHE, AS_STREAM, AS_AUTO };
+enum how {
+	AS_CACHE,
+	AS_STREAM,
+	AS_AUTO
+};
 static int open_as(const char *path, int flags, enum how how)
 {
 	char saved[16] = "";
@@ -191,8 +207,7 @@ static void make_file(const char *base, size_t len, unsigned seed)
 	free(b);
 }
 
-static void read_expect(int fd, const unsigned char *model, size_t off, size_t len,
-			const char *who)
+static void read_expect(int fd, const unsigned char *model, size_t off, size_t len, const char *who)
 {
 	unsigned char *b = malloc(len);
 	ssize_t n = pread(fd, b, len, (off_t)off);
@@ -253,8 +268,10 @@ START_TEST(pt_mode_reported)
 		ck_assert_msg(strcmp(pol, "cache (passthrough; rule [global] default)") == 0,
 			      "policy '%s'", pol);
 	else
-		ck_assert_msg(strcmp(pol, "cache (forwarded: -o nopassthrough; rule [global] default)") == 0,
-			      "policy '%s'", pol);
+		ck_assert_msg(
+			strcmp(pol, "cache (forwarded: -o nopassthrough; rule [global] default)") ==
+				0,
+			"policy '%s'", pol);
 	free(pol);
 	long long rc0 = stats_get(g_pm.mnt, "cache", "read_cached");
 	long long k0 = ptstat("opens_kernel_io");
@@ -262,7 +279,8 @@ START_TEST(pt_mode_reported)
 	long long rc1 = stats_get(g_pm.mnt, "cache", "read_cached");
 	if (pt_expected()) {
 		/* the kernel read the backing file: the daemon saw no READ */
-		ck_assert_msg(rc1 == rc0, "daemon served %lld bytes of a passthrough file", rc1 - rc0);
+		ck_assert_msg(rc1 == rc0, "daemon served %lld bytes of a passthrough file",
+			      rc1 - rc0);
 		ck_assert_int_eq(ptstat("opens_kernel_io"), k0 + 1);
 	} else {
 		ck_assert_msg(rc1 >= rc0 + (long long)len, "forwarded reads not counted");
@@ -276,8 +294,8 @@ START_TEST(pt_mode_reported)
 		      "stats: %s", st);
 	free(st);
 	char *log = read_file_str(g_pm.d.log);
-	ck_assert_msg(strstr(log, pt_expected() ? "passthrough: on" :
-				  "passthrough: off (-o nopassthrough)"),
+	ck_assert_msg(strstr(log, pt_expected() ? "passthrough: on"
+						: "passthrough: off (-o nopassthrough)"),
 		      "mount log lacks the passthrough line: %s", log);
 	free(log);
 	free(m);
@@ -371,7 +389,8 @@ START_TEST(pt_mixed_opens)
 	read_expect(fc, mb, 0, len, "cache handle after the forwarded ones closed");
 	if (pt_expected()) {
 		pol = xattr_str(PMNT("c/b.dat"), "user.dcfs.policy");
-		ck_assert_msg(pol && strncmp(pol, "cache (passthrough; ", 20) == 0, "policy '%s'", pol);
+		ck_assert_msg(pol && strncmp(pol, "cache (passthrough; ", 20) == 0, "policy '%s'",
+			      pol);
 		free(pol);
 	}
 	close(fc);
@@ -464,7 +483,8 @@ START_TEST(pt_trunc_falloc_cfr)
 	ck_assert_int_eq(pread(fa, &c, 1, (off_t)len), 0);
 	read_expect(fa, model, len - 65536, 65536, "after truncate");
 	/* punch a hole, then extend by fallocate */
-	ck_assert_int_eq(fallocate(fb, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 65536, 131072), 0);
+	ck_assert_int_eq(fallocate(fb, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 65536, 131072),
+			 0);
 	memset(model + 65536, 0, 131072);
 	read_expect(fa, model, 0, 262144, "after punch");
 	ck_assert_int_eq(fallocate(fb, 0, (off_t)len, 524288), 0);
@@ -511,7 +531,8 @@ START_TEST(pt_attr_fresh)
 	char buf[5000];
 	memset(buf, 'q', sizeof buf);
 	for (int i = 0; i < 3; i++) {
-		ck_assert_int_eq(pwrite(fd, buf, sizeof buf, 100000 * (i + 1)), (ssize_t)sizeof buf);
+		ck_assert_int_eq(pwrite(fd, buf, sizeof buf, 100000 * (i + 1)),
+				 (ssize_t)sizeof buf);
 		ck_assert_int_eq(stat(PMNT("c/at.dat"), &m1), 0);
 		ck_assert_int_eq(stat(PEXP("c/at.dat"), &b1), 0);
 		ck_assert_msg(m1.st_size == 100000 * (i + 1) + (off_t)sizeof buf,
@@ -720,30 +741,35 @@ START_TEST(pt_fsx_mmap_stream)
 		if ((op == 4 || op == 5) && !shared)
 			op = 0;
 		switch (op) {
-		case 0: case 1: /* write */
+		case 0:
+		case 1: /* write */
 			fill_pattern(b, len, (unsigned)i);
 			ck_assert_int_eq(pwrite(fd, b, len, (off_t)off), (ssize_t)len);
 			memcpy(model + off, b, len);
 			if (off + len > size)
 				size = off + len;
 			break;
-		case 2: case 3: { /* read */
+		case 2:
+		case 3: { /* read */
 			ssize_t n = pread(fd, b, len, (off_t)off);
 			size_t want = off >= size ? 0 : (size - off < len ? size - off : len);
-			ck_assert_msg(n == (ssize_t)want, "op %d: read %zu at %zu: %zd, expected %zu",
-				      i, len, off, n, want);
-			ck_assert_msg(memcmp(b, model + off, want) == 0, "op %d: read at %zu differs", i,
-				      off);
+			ck_assert_msg(n == (ssize_t)want,
+				      "op %d: read %zu at %zu: %zd, expected %zu", i, len, off, n,
+				      want);
+			ck_assert_msg(memcmp(b, model + off, want) == 0,
+				      "op %d: read at %zu differs", i, off);
 			break;
 		}
-		case 4: case 5: { /* mmap write / mmap read inside the file */
+		case 4:
+		case 5: { /* mmap write / mmap read inside the file */
 			if (size < 8192)
 				break;
 			size_t pg = (off % size) & ~(size_t)4095;
 			size_t ml = len;
 			if (pg + ml > size)
 				ml = size - pg;
-			unsigned char *p = mmap(NULL, ml, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)pg);
+			unsigned char *p =
+				mmap(NULL, ml, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)pg);
 			ck_assert_msg(p != MAP_FAILED, "op %d: mmap: %s", i, strerror(errno));
 			if (op == 4) {
 				fill_pattern(b, ml, (unsigned)i + 7);
@@ -772,7 +798,8 @@ START_TEST(pt_fsx_mmap_stream)
 			if (off + len > size)
 				len = size - off;
 			ck_assert_int_eq(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-						   (off_t)off, (off_t)len), 0);
+						   (off_t)off, (off_t)len),
+					 0);
 			memset(model + off, 0, len);
 			break;
 		}
@@ -858,7 +885,8 @@ START_TEST(pt_no_backing_leak)
 		if (ioctl(dfd, _IOW(229, 2, uint32_t), &arg) == 0)
 			live++;
 		else
-			ck_assert_msg(errno == ENOENT, "BACKING_CLOSE %lld: %s", id, strerror(errno));
+			ck_assert_msg(errno == ENOENT, "BACKING_CLOSE %lld: %s", id,
+				      strerror(errno));
 	}
 	close(dfd);
 	close(pidfd);
@@ -934,8 +962,10 @@ START_TEST(pt_kernel_log_clean)
 		char others[256] = "";
 		int n = other_fuse_servers(others, sizeof others);
 		if (n > 0) {
-			fprintf(stderr, "note: %d FUSE warnings in the kernel log, first: %s; not "
-				"attributed: other FUSE servers run (pids%s)\n", bad, first, others);
+			fprintf(stderr,
+				"note: %d FUSE warnings in the kernel log, first: %s; not "
+				"attributed: other FUSE servers run (pids%s)\n",
+				bad, first, others);
 			return;
 		}
 	}
@@ -990,11 +1020,15 @@ START_TEST(pt_unprivileged_daemon)
 			 g_dcfs_bin, exp, mnt, log);
 	char *l = read_file_str(log);
 	ck_assert_msg(rc == 0, "script failed (%d): %s; daemon log: %s", rc, out, l);
-	ck_assert_msg(strstr(out, "cache (forwarded: the kernel refused to register backing files (EPERM); "),
-		      "policy: %s", out);
+	ck_assert_msg(
+		strstr(out,
+		       "cache (forwarded: the kernel refused to register backing files (EPERM); "),
+		"policy: %s", out);
 	ck_assert_msg(strstr(out, "daemon exit 0"), "daemon: %s; log: %s", out, l);
-	ck_assert_msg(strstr(l, "passthrough: off (the kernel refused to register backing files (EPERM))"),
-		      "log lacks the fallback line: %s", l);
+	ck_assert_msg(
+		strstr(l,
+		       "passthrough: off (the kernel refused to register backing files (EPERM))"),
+		"log lacks the fallback line: %s", l);
 	const char *bad = log_problem(l);
 	ck_assert_msg(!bad || strstr(bad, "passthrough"), "daemon log: %s", bad);
 	free(l);
@@ -1045,8 +1079,8 @@ START_TEST(pt_kernel_counters)
 	long long r1 = wait_stat_ge("dontcache", rkey, r0 + (long long)len);
 	long long c1 = stats_get(g_pm.mnt, "dontcache", "read_cached");
 	if (pt_expected())
-		ck_assert_msg(r1 - r0 == (long long)len, "dontcache.read_kernel grew by %lld, %zu read",
-			      r1 - r0, len);
+		ck_assert_msg(r1 - r0 == (long long)len,
+			      "dontcache.read_kernel grew by %lld, %zu read", r1 - r0, len);
 	else
 		ck_assert_msg(r1 - r0 + c1 - c0 >= (long long)len,
 			      "forwarded: dontcache reads grew by %lld + %lld, %zu read", r1 - r0,

@@ -16,12 +16,44 @@
 #include <unistd.h>
 
 enum op {
-	OP_CREATE, OP_OPEN_R, OP_OPEN_W, OP_OPEN_RW_TRUNC, OP_MKDIR, OP_SYMLINK, OP_MKFIFO,
-	OP_MKSOCK, OP_CHMOD, OP_CHOWN, OP_CHGRP, OP_TRUNCATE, OP_UTIMES_SET, OP_UTIMES_NOW,
-	OP_SETXATTR, OP_GETXATTR, OP_UNLINK, OP_RENAME, OP_RMDIR, OP_ACCESS, OP_OPENDIR,
-	OP_STAT, OP_WRITE_EXISTING, OP_LINK, OP_MKNOD_CHR, OP_READ_CONTENT,
-	OP_FUTIMENS_NOW, OP_FUTIMENS_SET, OP_FTRUNCATE, OP_FCHMOD, OP_FCHOWN,
-	OP_LIST, OP_CHDIR, OP_FCHDIR, OP_FSTATAT, OP_OPENAT, OP_EXEC, OP_MKNOD_FIFO,
+	OP_CREATE,
+	OP_OPEN_R,
+	OP_OPEN_W,
+	OP_OPEN_RW_TRUNC,
+	OP_MKDIR,
+	OP_SYMLINK,
+	OP_MKFIFO,
+	OP_MKSOCK,
+	OP_CHMOD,
+	OP_CHOWN,
+	OP_CHGRP,
+	OP_TRUNCATE,
+	OP_UTIMES_SET,
+	OP_UTIMES_NOW,
+	OP_SETXATTR,
+	OP_GETXATTR,
+	OP_UNLINK,
+	OP_RENAME,
+	OP_RMDIR,
+	OP_ACCESS,
+	OP_OPENDIR,
+	OP_STAT,
+	OP_WRITE_EXISTING,
+	OP_LINK,
+	OP_MKNOD_CHR,
+	OP_READ_CONTENT,
+	OP_FUTIMENS_NOW,
+	OP_FUTIMENS_SET,
+	OP_FTRUNCATE,
+	OP_FCHMOD,
+	OP_FCHOWN,
+	OP_LIST,
+	OP_CHDIR,
+	OP_FCHDIR,
+	OP_FSTATAT,
+	OP_OPENAT,
+	OP_EXEC,
+	OP_MKNOD_FIFO,
 };
 
 struct opspec {
@@ -139,8 +171,9 @@ static long do_op(struct as_ctx *c)
 	case OP_OPEN_R:
 	case OP_OPEN_W:
 	case OP_OPEN_RW_TRUNC:
-		fd = open(pa, o->op == OP_OPEN_R ? O_RDONLY : o->op == OP_OPEN_W ? O_WRONLY
-										   : O_RDWR | O_TRUNC);
+		fd = open(pa, o->op == OP_OPEN_R   ? O_RDONLY
+			      : o->op == OP_OPEN_W ? O_WRONLY
+						   : O_RDWR | O_TRUNC);
 		return fd < 0 ? -1 : close(fd);
 	case OP_READ_CONTENT: {
 		char buf[64];
@@ -160,53 +193,33 @@ static long do_op(struct as_ctx *c)
 			return -1;
 		}
 		return close(fd);
-	case OP_MKDIR:
-		return mkdir(pa, o->n ? (mode_t)o->n : 0755);
-	case OP_SYMLINK:
-		return symlink("target", pa);
-	case OP_MKFIFO:
-		return mkfifo(pa, 0644);
-	case OP_MKSOCK:
-		return mknod(pa, S_IFSOCK | 0644, 0);
-	case OP_MKNOD_CHR:
-		return mknod(pa, S_IFCHR | 0644, makedev(1, 3));
-	case OP_CHMOD:
-		return chmod(pa, (mode_t)o->n);
-	case OP_CHOWN:
-		return chown(pa, (uid_t)o->n, -1);
-	case OP_CHGRP:
-		return chown(pa, -1, (gid_t)o->n);
-	case OP_TRUNCATE:
-		return truncate(pa, o->n);
+	case OP_MKDIR: return mkdir(pa, o->n ? (mode_t)o->n : 0755);
+	case OP_SYMLINK: return symlink("target", pa);
+	case OP_MKFIFO: return mkfifo(pa, 0644);
+	case OP_MKSOCK: return mknod(pa, S_IFSOCK | 0644, 0);
+	case OP_MKNOD_CHR: return mknod(pa, S_IFCHR | 0644, makedev(1, 3));
+	case OP_CHMOD: return chmod(pa, (mode_t)o->n);
+	case OP_CHOWN: return chown(pa, (uid_t)o->n, -1);
+	case OP_CHGRP: return chown(pa, -1, (gid_t)o->n);
+	case OP_TRUNCATE: return truncate(pa, o->n);
 	case OP_UTIMES_SET: {
 		struct timespec ts[2] = { { 1000, 0 }, { 2000, 0 } };
 		return utimensat(AT_FDCWD, pa, ts, 0);
 	}
-	case OP_UTIMES_NOW:
-		return utimensat(AT_FDCWD, pa, NULL, 0);
-	case OP_SETXATTR:
-		return setxattr(pa, "user.p", "v", 1, 0);
+	case OP_UTIMES_NOW: return utimensat(AT_FDCWD, pa, NULL, 0);
+	case OP_SETXATTR: return setxattr(pa, "user.p", "v", 1, 0);
 	case OP_GETXATTR: {
 		char v[16];
 		return getxattr(pa, "user.p", v, sizeof v);
 	}
-	case OP_UNLINK:
-		return unlink(pa);
-	case OP_RMDIR:
-		return rmdir(pa);
-	case OP_RENAME:
-		return rename(pa, pb);
-	case OP_LINK:
-		return link(pa, pb);
-	case OP_ACCESS:
-		return access(pa, (int)o->n);
-	case OP_OPENDIR:
-		fd = open(pa, O_RDONLY | O_DIRECTORY);
-		return fd < 0 ? -1 : close(fd);
-	case OP_STAT:
-		return stat(pa, &st);
-	case OP_LIST:
-		return list_dir(pa);
+	case OP_UNLINK: return unlink(pa);
+	case OP_RMDIR: return rmdir(pa);
+	case OP_RENAME: return rename(pa, pb);
+	case OP_LINK: return link(pa, pb);
+	case OP_ACCESS: return access(pa, (int)o->n);
+	case OP_OPENDIR: fd = open(pa, O_RDONLY | O_DIRECTORY); return fd < 0 ? -1 : close(fd);
+	case OP_STAT: return stat(pa, &st);
+	case OP_LIST: return list_dir(pa);
 	case OP_CHDIR: {
 		long r = chdir(pa);
 		int e = errno;
@@ -217,12 +230,9 @@ static long do_op(struct as_ctx *c)
 	}
 	case OP_FCHDIR:
 	case OP_FSTATAT:
-	case OP_OPENAT:
-		return in_dir_fd(o->op, pa, o->b);
-	case OP_EXEC:
-		return exec_status(pa);
-	case OP_MKNOD_FIFO:
-		return mknod(pa, S_IFIFO | (mode_t)o->n, 0);
+	case OP_OPENAT: return in_dir_fd(o->op, pa, o->b);
+	case OP_EXEC: return exec_status(pa);
+	case OP_MKNOD_FIFO: return mknod(pa, S_IFIFO | (mode_t)o->n, 0);
 	case OP_FUTIMENS_NOW:
 	case OP_FUTIMENS_SET:
 	case OP_FTRUNCATE:
@@ -253,11 +263,13 @@ static long do_op(struct as_ctx *c)
 }
 
 static const char *opnames[] = {
-	"create", "open_r", "open_w", "open_rw_trunc", "mkdir", "symlink", "mkfifo", "mksock",
-	"chmod", "chown", "chgrp", "truncate", "utimes_set", "utimes_now", "setxattr",
-	"getxattr", "unlink", "rename", "rmdir", "access", "opendir", "stat", "write",
-	"link", "mknod_chr", "read", "futimens_now", "futimens_set", "ftruncate", "fchmod",
-	"fchown", "list", "chdir", "fchdir", "fstatat", "openat", "exec", "mknod_fifo",
+	"create",     "open_r",	    "open_w",	    "open_rw_trunc", "mkdir",	  "symlink",
+	"mkfifo",     "mksock",	    "chmod",	    "chown",	     "chgrp",	  "truncate",
+	"utimes_set", "utimes_now", "setxattr",	    "getxattr",	     "unlink",	  "rename",
+	"rmdir",      "access",	    "opendir",	    "stat",	     "write",	  "link",
+	"mknod_chr",  "read",	    "futimens_now", "futimens_set",  "ftruncate", "fchmod",
+	"fchown",     "list",	    "chdir",	    "fchdir",	     "fstatat",	  "openat",
+	"exec",	      "mknod_fifo",
 };
 
 /* run op as uid on both sides, compare, and check expected (0 = success,
@@ -266,7 +278,8 @@ static void as(uid_t uid, gid_t gid, enum op op, const char *a, const char *b, l
 {
 	struct opspec o = { op, a, b, n };
 	char what[PATH_MAX + 64];
-	snprintf(what, sizeof what, "%s(%s%s%s, %ld)", opnames[op], a, b ? ", " : "", b ? b : "", n);
+	snprintf(what, sizeof what, "%s(%s%s%s, %ld)", opnames[op], a, b ? ", " : "", b ? b : "",
+		 n);
 	struct res r = dual_as(what, uid, gid, do_op, &o);
 	if (want == 0)
 		ck_assert_msg(r.ret >= 0, "%s as %u: expected success, got %s", what, uid,
@@ -380,7 +393,7 @@ END_TEST
 START_TEST(perms_directories)
 {
 	T_BEGIN();
-	make_pub("ro", 0755);   /* root owned, not writable by others */
+	make_pub("ro", 0755);	/* root owned, not writable by others */
 	make_pub("priv", 0700); /* not searchable */
 	make_pub("xonly", 0711);
 	make_pub("sticky", 01777);
@@ -422,10 +435,10 @@ START_TEST(perms_chown_chmod_unpriv)
 	T_BEGIN();
 	make_pub("pub", 0777);
 	as(U1, OP_CREATE, "pub/f", NULL, 0644, 0);
-	as(U1, OP_CHOWN, "pub/f", NULL, 0, EPERM);          /* give away */
-	as(U1, OP_CHGRP, "pub/f", NULL, 0, EPERM);          /* not a member */
-	as(U1, OP_CHGRP, "pub/f", NULL, TEST_GID, 0);       /* own group: ok */
-	as(U1, OP_CHOWN, "pub/f", NULL, TEST_UID, 0);       /* no-op chown: ok */
+	as(U1, OP_CHOWN, "pub/f", NULL, 0, EPERM);    /* give away */
+	as(U1, OP_CHGRP, "pub/f", NULL, 0, EPERM);    /* not a member */
+	as(U1, OP_CHGRP, "pub/f", NULL, TEST_GID, 0); /* own group: ok */
+	as(U1, OP_CHOWN, "pub/f", NULL, TEST_UID, 0); /* no-op chown: ok */
 	as(U1, OP_CHMOD, "pub/f", NULL, 0600, 0);
 	as(U1, OP_UTIMES_SET, "pub/f", NULL, 0, 0);
 	as(U1, OP_TRUNCATE, "pub/f", NULL, 1, 0);
@@ -468,7 +481,6 @@ START_TEST(perms_killpriv)
 		      st.st_mode);
 }
 END_TEST
-
 
 /* setattr on an fd opened by an unprivileged user on root's 0666 file:
  * write permission allows truncate and "touch", not explicit times, chmod
@@ -571,11 +583,13 @@ START_TEST(perms_enospc_reserved)
 	unlink(PR("filler")); /* before any assertion: later tests need the space */
 	unlink(PR("pub/w"));
 	unlink(PM("pub/w"));
-	ck_assert_msg(r0.ret < 0 && r0.err == ENOSPC, "backing: unprivileged write into root reserve: %s",
-		      res_str(r0));
-	ck_assert_msg(r1.ret == r0.ret && r1.err == r0.err,
-		      "write 4M + fsync as uid %d with only root-reserved space left: backing gave %s, "
-		      "dcfs gave %s", TEST_UID, res_str(r0), res_str(r1));
+	ck_assert_msg(r0.ret < 0 && r0.err == ENOSPC,
+		      "backing: unprivileged write into root reserve: %s", res_str(r0));
+	ck_assert_msg(
+		r1.ret == r0.ret && r1.err == r0.err,
+		"write 4M + fsync as uid %d with only root-reserved space left: backing gave %s, "
+		"dcfs gave %s",
+		TEST_UID, res_str(r0), res_str(r1));
 }
 END_TEST
 

@@ -21,49 +21,48 @@
 #include <unistd.h>
 
 /* ---- the suite's mount ---------------------------------------------------- */
-static const char POL_CONF[] =
-	"# policy suite\n"
-	"[global]\n"
-	"default = auto\n"
-	"min_size = 0\n"
-	"auto_threshold = 1M\n"
-	"window = 64K\n"
-	"readahead = 64K\n"
-	"\n"
-	"[class video]\n"
-	"extensions = mkv, .MP4\n"
-	"policy = dontcache\n"
-	"\n"
-	"[class audio]\n"
-	"extensions = flac\n"
-	"policy = dontcache-read\n"
-	"\n"
-	"[class doc]\n"
-	"extensions = txt\n"
-	"\n"
-	"[dir /P]\n"
-	"policy = dontcache-write\n"
-	"\n"
-	"[dir /P/deep]\n"
-	"video = cache\n"
-	"Doc = dontcache\n"
-	"\n"
-	"[dir /P/deep/silent]\n"
-	"\n"
-	"[dir /Q]\n"
-	"min_size = 1M\n"
-	"\n"
-	"[dir /Q/zero]\n"
-	"min_size = 0\n"
-	"\n"
-	"[dir /C]\n"
-	"policy = cache\n"
-	"\n"
-	"[process rsync]\n"
-	"policy = cache\n"
-	"\n"
-	"[process pol-writer]\n"
-	"policy = dontcache-write\n";
+static const char POL_CONF[] = "# policy suite\n"
+			       "[global]\n"
+			       "default = auto\n"
+			       "min_size = 0\n"
+			       "auto_threshold = 1M\n"
+			       "window = 64K\n"
+			       "readahead = 64K\n"
+			       "\n"
+			       "[class video]\n"
+			       "extensions = mkv, .MP4\n"
+			       "policy = dontcache\n"
+			       "\n"
+			       "[class audio]\n"
+			       "extensions = flac\n"
+			       "policy = dontcache-read\n"
+			       "\n"
+			       "[class doc]\n"
+			       "extensions = txt\n"
+			       "\n"
+			       "[dir /P]\n"
+			       "policy = dontcache-write\n"
+			       "\n"
+			       "[dir /P/deep]\n"
+			       "video = cache\n"
+			       "Doc = dontcache\n"
+			       "\n"
+			       "[dir /P/deep/silent]\n"
+			       "\n"
+			       "[dir /Q]\n"
+			       "min_size = 1M\n"
+			       "\n"
+			       "[dir /Q/zero]\n"
+			       "min_size = 0\n"
+			       "\n"
+			       "[dir /C]\n"
+			       "policy = cache\n"
+			       "\n"
+			       "[process rsync]\n"
+			       "policy = cache\n"
+			       "\n"
+			       "[process pol-writer]\n"
+			       "policy = dontcache-write\n";
 
 static struct own_mount g_pol;
 
@@ -139,8 +138,8 @@ static void expect_policy(const char *rel, const char *want)
 	ck_assert_msg(v, "getxattr user.dcfs.policy %s: %s", rel, strerror(errno));
 	mode = strstr(v, "; writes by ");
 	bool writes = !strncmp(want, "dontcache (", 11) || !strncmp(want, "dontcache-write (", 17);
-	ck_assert_msg(!writes || mode, "%s: user.dcfs.policy '%s' does not say how writes are served", rel,
-		      v);
+	ck_assert_msg(!writes || mode,
+		      "%s: user.dcfs.policy '%s' does not say how writes are served", rel, v);
 	if (writes)
 		*mode = 0;
 	ck_assert_msg(strcmp(v, want) == 0, "%s: user.dcfs.policy is '%s', expected '%s'", rel, v,
@@ -168,8 +167,8 @@ static void expect_open_class(const char *rel, int flags, const char *cls)
 				!stream_mmap_allowed(g_pol.mnt);
 		if (streaming)
 			ck_assert_msg(p == MAP_FAILED && e == ENODEV,
-				      "%s (%s): MAP_SHARED should fail with ENODEV, got %s", rel, cls,
-				      p == MAP_FAILED ? strerror(e) : "success");
+				      "%s (%s): MAP_SHARED should fail with ENODEV, got %s", rel,
+				      cls, p == MAP_FAILED ? strerror(e) : "success");
 		else
 			ck_assert_msg(p != MAP_FAILED, "%s (%s): MAP_SHARED failed: %s", rel, cls,
 				      strerror(e));
@@ -203,11 +202,29 @@ static const char *fmt_s(const char *fmt, ...)
 START_TEST(policy_precedence)
 {
 	pol_begin(POL_CONF);
-	const char *files[] = { "top.mkv", "top.MP4", "A.MKV", "top.bin", "top.txt", "P/a.mkv",
-				"P/a.bin", "P/deep/a.mkv", "P/deep/b.MkV", "P/deep/a.txt",
-				"P/deep/a.flac", "P/deep/silent/a.mkv", "P/deep/silent/b.flac",
-				"P/deep/silent/c.txt", "Pother/a.mkv", "P.mkv", ".mkv", "dot.",
-				"x.mkv.bak", "x.bak.mkv", "C/a.mkv", "C/a.flac", "P/deep2/a.mkv" };
+	const char *files[] = { "top.mkv",
+				"top.MP4",
+				"A.MKV",
+				"top.bin",
+				"top.txt",
+				"P/a.mkv",
+				"P/a.bin",
+				"P/deep/a.mkv",
+				"P/deep/b.MkV",
+				"P/deep/a.txt",
+				"P/deep/a.flac",
+				"P/deep/silent/a.mkv",
+				"P/deep/silent/b.flac",
+				"P/deep/silent/c.txt",
+				"Pother/a.mkv",
+				"P.mkv",
+				".mkv",
+				"dot.",
+				"x.mkv.bak",
+				"x.bak.mkv",
+				"C/a.mkv",
+				"C/a.flac",
+				"P/deep2/a.mkv" };
 	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
 		mk_backing(files[i], 4096);
 	int lv = L("policy = dontcache"), ldw = L("policy = dontcache-write");
@@ -230,8 +247,10 @@ START_TEST(policy_precedence)
 		      fmt_s("dontcache-write (class video, rule [dir /P] line %d)", ldw));
 	expect_policy("P/a.bin", fmt_s("dontcache-write (rule [dir /P] line %d)", ldw));
 	/* longest [dir] prefix: its class mapping (class name case-insensitive) */
-	expect_policy("P/deep/a.mkv", fmt_s("cache (passthrough; class video, rule [dir /P/deep] line %d)", lvid));
-	expect_policy("P/deep/b.MkV", fmt_s("cache (passthrough; class video, rule [dir /P/deep] line %d)", lvid));
+	expect_policy("P/deep/a.mkv",
+		      fmt_s("cache (passthrough; class video, rule [dir /P/deep] line %d)", lvid));
+	expect_policy("P/deep/b.MkV",
+		      fmt_s("cache (passthrough; class video, rule [dir /P/deep] line %d)", lvid));
 	expect_policy("P/deep/a.txt",
 		      fmt_s("dontcache (class doc, rule [dir /P/deep] line %d)", ldoc));
 	/* [dir /P/deep] says nothing about audio: defers to [dir /P] */
@@ -249,10 +268,12 @@ START_TEST(policy_precedence)
 	expect_policy("P.mkv", video);
 	expect_policy("P/deep2/a.mkv",
 		      fmt_s("dontcache-write (class video, rule [dir /P] line %d)", ldw));
-	expect_policy("C/a.mkv", fmt_s("cache (passthrough; class video, rule [dir /C] line %d)", lc));
+	expect_policy("C/a.mkv",
+		      fmt_s("cache (passthrough; class video, rule [dir /C] line %d)", lc));
 	/* a directory reached through a symlink is matched by its target */
 	ck_assert_int_eq(symlink("P/deep", EP("L")), 0);
-	expect_policy("L/a.mkv", fmt_s("cache (passthrough; class video, rule [dir /P/deep] line %d)", lvid));
+	expect_policy("L/a.mkv",
+		      fmt_s("cache (passthrough; class video, rule [dir /P/deep] line %d)", lvid));
 	/* the opens themselves get what the xattr says */
 	expect_open_class("top.mkv", O_RDONLY, "dontcache");
 	expect_open_class("A.MKV", O_RDONLY, "dontcache");
@@ -283,22 +304,28 @@ START_TEST(policy_min_size)
 	mk_backing("Q/sub/small.flac", 4096);
 	mk_backing("Q/zero/small.mkv", 4096);
 	mk_backing("Q/empty.mkv", 0);
-	expect_policy("Q/small.mkv",
-		      fmt_s("cache (passthrough; class video, rule [class video] line %d; smaller than min_size 1048576)",
-			    lv));
-	expect_policy("Q/below.mkv",
-		      fmt_s("cache (passthrough; class video, rule [class video] line %d; smaller than min_size 1048576)",
-			    lv));
-	expect_policy("Q/empty.mkv",
-		      fmt_s("cache (passthrough; class video, rule [class video] line %d; smaller than min_size 1048576)",
-			    lv));
+	expect_policy(
+		"Q/small.mkv",
+		fmt_s("cache (passthrough; class video, rule [class video] line %d; smaller than min_size 1048576)",
+		      lv));
+	expect_policy(
+		"Q/below.mkv",
+		fmt_s("cache (passthrough; class video, rule [class video] line %d; smaller than min_size 1048576)",
+		      lv));
+	expect_policy(
+		"Q/empty.mkv",
+		fmt_s("cache (passthrough; class video, rule [class video] line %d; smaller than min_size 1048576)",
+		      lv));
 	/* exactly min_size is not smaller */
-	expect_policy("Q/exact.mkv", fmt_s("dontcache (class video, rule [class video] line %d)", lv));
+	expect_policy("Q/exact.mkv",
+		      fmt_s("dontcache (class video, rule [class video] line %d)", lv));
 	/* inherited by subdirectories, overridden by a longer [dir] */
-	expect_policy("Q/sub/small.flac",
-		      fmt_s("cache (passthrough; class audio, rule [class audio] line %d; smaller than min_size 1048576)",
-			    ldr));
-	expect_policy("Q/zero/small.mkv", fmt_s("dontcache (class video, rule [class video] line %d)", lv));
+	expect_policy(
+		"Q/sub/small.flac",
+		fmt_s("cache (passthrough; class audio, rule [class audio] line %d; smaller than min_size 1048576)",
+		      ldr));
+	expect_policy("Q/zero/small.mkv",
+		      fmt_s("dontcache (class video, rule [class video] line %d)", lv));
 	/* reads of small files are cached, big ones streamed */
 	expect_open_class("Q/small.mkv", O_RDONLY, "cache");
 	expect_open_class("Q/exact.mkv", O_RDONLY, "dontcache");
@@ -345,8 +372,7 @@ struct proc_res {
 	long long opened_delta;
 };
 
-static void in_child_named(const char *comm, const char *rel, const char *cls,
-			   struct proc_res *out)
+static void in_child_named(const char *comm, const char *rel, const char *cls, struct proc_res *out)
 {
 	int pfd[2];
 	ck_assert_int_eq(pipe(pfd), 0);
@@ -409,17 +435,20 @@ START_TEST(policy_process_rule)
 	/* the process rule beats [dir] and [class] */
 	in_child_named("rsync", "P/deep/proc.flac", "cache", &r);
 	ck_assert_msg(r.err == 0, "getxattr as rsync: %s", strerror(r.err));
-	ck_assert_str_eq(r.val, fmt_s("cache (passthrough; class audio, rule [process rsync] line %d)", lr));
+	ck_assert_str_eq(
+		r.val, fmt_s("cache (passthrough; class audio, rule [process rsync] line %d)", lr));
 	ck_assert_msg(r.opened_delta == 1, "open as rsync: cache.opened +%lld", r.opened_delta);
 	in_child_named("rsync", "proc.mkv", "cache", &r);
-	ck_assert_str_eq(r.val, fmt_s("cache (passthrough; class video, rule [process rsync] line %d)", lr));
+	ck_assert_str_eq(
+		r.val, fmt_s("cache (passthrough; class video, rule [process rsync] line %d)", lr));
 	ck_assert_msg(r.opened_delta == 1, "open as rsync: cache.opened +%lld", r.opened_delta);
 	in_child_named("pol-writer", "proc.mkv", "dontcache-write", &r);
 	/* the file was just written natively: its pages are in the cache */
-	ck_assert_str_eq(r.val,
-			 fmt_s("dontcache-write (class video, rule [process pol-writer] line %d); writes "
-			       "by the daemon engine: the file has cached pages (in use)",
-			       lw));
+	ck_assert_str_eq(
+		r.val,
+		fmt_s("dontcache-write (class video, rule [process pol-writer] line %d); writes "
+		      "by the daemon engine: the file has cached pages (in use)",
+		      lw));
 	ck_assert_msg(r.opened_delta == 1, "open as pol-writer: +%lld", r.opened_delta);
 	/* exact, case-sensitive comparison */
 	const char *names[] = { "rsyncd", "rsyn", "RSYNC", "xrsync" };
@@ -428,9 +457,11 @@ START_TEST(policy_process_rule)
 		char *mode = strstr(r.val, "; writes by ");
 		if (mode)
 			*mode = 0;
-		ck_assert_msg(mode && strcmp(r.val, fmt_s("dontcache-write (class audio, rule [dir /P] line %d)",
-							  ldw)) == 0,
-			      "as %s: '%s'", names[i], r.val);
+		ck_assert_msg(
+			mode && strcmp(r.val,
+				       fmt_s("dontcache-write (class audio, rule [dir /P] line %d)",
+					     ldw)) == 0,
+			"as %s: '%s'", names[i], r.val);
 		ck_assert_msg(r.opened_delta == 1, "open as %s: dontcache-write.opened +%lld",
 			      names[i], r.opened_delta);
 	}
@@ -440,10 +471,11 @@ START_TEST(policy_process_rule)
 	ck_assert_int_eq(pthread_create(&th, NULL, named_thread, &t), 0);
 	pthread_join(th, NULL);
 	ck_assert_msg(t.err == 0, "getxattr in thread: %s", strerror(t.err));
-	ck_assert_str_eq(t.val, fmt_s("cache (passthrough; class video, rule [process rsync] line %d)", lr));
+	ck_assert_str_eq(
+		t.val, fmt_s("cache (passthrough; class video, rule [process rsync] line %d)", lr));
 	/* and the main thread (comm dcfs-tests) is not rsync */
 	expect_policy("proc.mkv", fmt_s("dontcache (class video, rule [class video] line %d)",
-				       L("policy = dontcache")));
+					L("policy = dontcache")));
 }
 END_TEST
 
@@ -569,8 +601,8 @@ START_TEST(policy_reload)
 	char want[PATH_MAX + 128];
 	char rp[PATH_MAX];
 	ck_assert_ptr_nonnull(realpath(g_pol.conf, rp));
-	snprintf(want, sizeof want, "%s:7: unknown key 'bogus' in [class video] (expected extensions or policy)",
-		 rp);
+	snprintf(want, sizeof want,
+		 "%s:7: unknown key 'bogus' in [class video] (expected extensions or policy)", rp);
 	ck_assert_msg(strstr(log, want), "daemon log lacks '%s': %.2000s", want, log);
 	free(log);
 	expect_policy("reload/a.mkv", "dontcache (class video, rule [class video] line 6)");
@@ -590,8 +622,8 @@ START_TEST(policy_reload)
 	expect_policy("reload/a.mkv", "dontcache (class video, rule [class video] line 6)");
 	/* back to the suite's config */
 	ck_assert_int_eq(own_reload(&g_pol, POL_CONF), 1);
-	expect_policy("reload/a.mkv",
-		      fmt_s("dontcache (class video, rule [class video] line %d)", L("policy = dontcache")));
+	expect_policy("reload/a.mkv", fmt_s("dontcache (class video, rule [class video] line %d)",
+					    L("policy = dontcache")));
 }
 END_TEST
 
@@ -614,21 +646,23 @@ START_TEST(policy_xattrs)
 			     &s) == 6,
 		      "no ISO time in '%s'", v);
 	char sum[PATH_MAX + 200];
-	snprintf(sum, sizeof sum,
-		 "; %s: OK: default auto, min_size 0, auto_threshold 1048576, 3 classes (4 extensions), 6 dir rules, 2 process rules",
-		 rp);
+	snprintf(
+		sum, sizeof sum,
+		"; %s: OK: default auto, min_size 0, auto_threshold 1048576, 3 classes (4 extensions), 6 dir rules, 2 process rules",
+		rp);
 	ck_assert_msg(strstr(v, sum), "root policy xattr '%s' lacks '%s'", v, sum);
 	free(v);
 	/* stats on the root: JSON with every class and counter */
 	v = xattr_str(g_pol.mnt, "user.dcfs.stats");
 	ck_assert_ptr_nonnull(v);
 	const char *cls[] = { "cache", "dontcache", "dontcache-read", "dontcache-write", "auto" };
-	const char *keys[] = { "opened", "read_dontcache", "written_dontcache", "read_fallback",
-			       "written_fallback", "read_cached", "written_cached", "switched" };
+	const char *keys[] = { "opened",	 "read_dontcache",   "written_dontcache",
+			       "read_fallback",	 "written_fallback", "read_cached",
+			       "written_cached", "switched" };
 	for (int i = 0; i < 5; i++)
 		for (int k = 0; k < 8; k++)
-			ck_assert_msg(stats_get(g_pol.mnt, cls[i], keys[k]) >= 0, "stats lack %s.%s: %s",
-				      cls[i], keys[k], v);
+			ck_assert_msg(stats_get(g_pol.mnt, cls[i], keys[k]) >= 0,
+				      "stats lack %s.%s: %s", cls[i], keys[k], v);
 	ck_assert_msg(strstr(v, "\"probes\":["), "stats lack probes: %s", v);
 	free(v);
 	v = xattr_str(g_pol.mnt, "user.dcfs.stats.table");
@@ -637,13 +671,15 @@ START_TEST(policy_xattrs)
 	/* dcfs stat / dcfs stat --json */
 	char out[16384];
 	ck_assert_int_eq(run_cmd(out, sizeof out, "'%s' stat '%s'", g_dcfs_bin, g_pol.mnt), 0);
-	ck_assert_msg(strstr(out, "switched") && strstr(out, "dontcache-write"), "dcfs stat: %s", out);
-	ck_assert_int_eq(run_cmd(out, sizeof out, "'%s' stat --json '%s'", g_dcfs_bin, g_pol.mnt), 0);
+	ck_assert_msg(strstr(out, "switched") && strstr(out, "dontcache-write"), "dcfs stat: %s",
+		      out);
+	ck_assert_int_eq(run_cmd(out, sizeof out, "'%s' stat --json '%s'", g_dcfs_bin, g_pol.mnt),
+			 0);
 	ck_assert_msg(out[0] == '{' && strstr(out, "\"classes\""), "dcfs stat --json: %s", out);
 	ck_assert_int_ne(run_cmd(out, sizeof out, "'%s' stat '%s'", g_dcfs_bin, g_tmpdir), 0);
 	/* file */
 	expect_policy("xa/f.mkv", fmt_s("dontcache (class video, rule [class video] line %d)",
-				       L("policy = dontcache")));
+					L("policy = dontcache")));
 	/* size query, ERANGE */
 	ssize_t need = getxattr(MP("xa/f.mkv"), "user.dcfs.policy", NULL, 0);
 	ck_assert_int_gt(need, 10);
@@ -669,15 +705,18 @@ START_TEST(policy_xattrs)
 			errno = 0;
 			ck_assert_msg(setxattr(targets[t], names[i], "cache", 5, 0) == -1 &&
 					      errno == EPERM,
-				      "setxattr %s on %s: %s", names[i], targets[t], strerror(errno));
+				      "setxattr %s on %s: %s", names[i], targets[t],
+				      strerror(errno));
 			errno = 0;
-			ck_assert_msg(setxattr(targets[t], names[i], "cache", 5, XATTR_CREATE) == -1 &&
+			ck_assert_msg(setxattr(targets[t], names[i], "cache", 5, XATTR_CREATE) ==
+						      -1 &&
 					      errno == EPERM,
 				      "setxattr CREATE %s on %s: %s", names[i], targets[t],
 				      strerror(errno));
 			errno = 0;
 			ck_assert_msg(removexattr(targets[t], names[i]) == -1 && errno == EPERM,
-				      "removexattr %s on %s: %s", names[i], targets[t], strerror(errno));
+				      "removexattr %s on %s: %s", names[i], targets[t],
+				      strerror(errno));
 		}
 	/* not listed; ordinary user xattrs still are */
 	ck_assert_int_eq(setxattr(MP("xa/f.mkv"), "user.mine", "1", 1, 0), 0);
@@ -700,7 +739,8 @@ START_TEST(policy_xattrs)
 		ln = listxattr(bk[t], list, sizeof list);
 		ck_assert_int_ge(ln, 0);
 		for (char *q = list; q < list + ln; q += strlen(q) + 1)
-			ck_assert_msg(strncmp(q, "user.dcfs.", 10) != 0, "backing %s has %s", bk[t], q);
+			ck_assert_msg(strncmp(q, "user.dcfs.", 10) != 0, "backing %s has %s", bk[t],
+				      q);
 		errno = 0;
 		ck_assert_int_eq(getxattr(bk[t], "user.dcfs.policy", out, sizeof out), -1);
 		ck_assert_int_eq(errno, ENODATA);
@@ -749,30 +789,32 @@ static const struct cc_case cc_cases[] = {
 	  "@:3: unknown key 'nice' in [process rsync] (expected policy or fuse_readahead)\n" },
 	{ "bad fuse_readahead", "[global]\nfuse_readahead = maybe\n", 0, 1,
 	  "@:2: fuse_readahead must be yes or no\n" },
-	{ "bad fuse_readahead process", "[process smbd]\npolicy = dontcache\nfuse_readahead = 2\n", 0, 1,
-	  "@:3: fuse_readahead must be yes or no\n" },
-	{ "fuse_readahead process", "[global]\nfuse_readahead = yes\n[process smbd]\npolicy = dontcache\nfuse_readahead = no\n",
+	{ "bad fuse_readahead process", "[process smbd]\npolicy = dontcache\nfuse_readahead = 2\n",
+	  0, 1, "@:3: fuse_readahead must be yes or no\n" },
+	{ "fuse_readahead process",
+	  "[global]\nfuse_readahead = yes\n[process smbd]\npolicy = dontcache\nfuse_readahead = no\n",
 	  0, 0, "" },
 	{ "passthrough_uncached", "[global]\npassthrough_uncached = off\n", 0, 0, "" },
 	{ "bad passthrough_uncached", "[global]\npassthrough_uncached = sometimes\n", 0, 1,
 	  "@:2: passthrough_uncached must be yes or no\n" },
 	{ "unknown class in dir", "[dir /a]\nvidoe = cache\n\n[class video]\nextensions = mkv\n", 0,
 	  1, "@:2: unknown key 'vidoe' in [dir /a] (not policy, min_size or a class name)\n" },
-	{ "class defined after dir", "[dir /a]\nVideo = cache\n[class video]\nextensions = mkv\n", 0,
-	  0, "" },
+	{ "class defined after dir", "[dir /a]\nVideo = cache\n[class video]\nextensions = mkv\n",
+	  0, 0, "" },
 	{ "bad policy global", "[global]\ndefault = dontcach\n", 0, 1,
 	  "@:2: bad policy 'dontcach' " BADPOL "\n" },
 	{ "bad policy class", "[class v]\nextensions = mkv\npolicy = fast\n", 0, 1,
 	  "@:3: bad policy 'fast' " BADPOL "\n" },
 	{ "bad policy dir", "[dir /a]\npolicy = cache;x\n", 0, 1,
 	  "@:2: bad policy 'cache;x' " BADPOL "\n" },
-	{ "bad policy dir class mapping", "[class v]\nextensions = mkv\n[dir /a]\nV = nocache\n", 0, 1,
-	  "@:4: bad policy 'nocache' " BADPOL "\n" },
+	{ "bad policy dir class mapping", "[class v]\nextensions = mkv\n[dir /a]\nV = nocache\n", 0,
+	  1, "@:4: bad policy 'nocache' " BADPOL "\n" },
 	{ "unknown key dir (misspelt min_size)", "[dir /a]\nmin-size = 16M\n", 0, 1,
 	  "@:2: unknown key 'min-size' in [dir /a] (not policy, min_size or a class name)\n" },
 	{ "bad policy process", "[process tar]\npolicy = nocache\n", 0, 1,
 	  "@:1: [process tar] has no policy\n@:2: bad policy 'nocache' " BADPOL "\n" },
-	{ "bad size", "[global]\nmin_size = 12Q\n", 0, 1, "@:2: min_size: bad size '12Q' " BADSIZE "\n" },
+	{ "bad size", "[global]\nmin_size = 12Q\n", 0, 1,
+	  "@:2: min_size: bad size '12Q' " BADSIZE "\n" },
 	{ "bad size (fraction)", "[global]\nauto_threshold = 1.5M\n", 0, 1,
 	  "@:2: auto_threshold: bad size '1.5M' " BADSIZE "\n" },
 	{ "bad size (negative)", "[dir /x]\nmin_size = -1\n", 0, 1,
@@ -785,20 +827,23 @@ static const struct cc_case cc_cases[] = {
 	  "@:2: auto_threshold: size '99999999999999999999' is too large\n" },
 	{ "auto_threshold 0", "[global]\nauto_threshold = 0\n", 0, 1,
 	  "@:2: auto_threshold must be greater than 0\n" },
-	{ "window too small", "[global]\nwindow = 32K\n", 0, 1, "@:2: window must be between 64K and 1G\n" },
-	{ "window too large", "[global]\nwindow = 2G\n", 0, 1, "@:2: window must be between 64K and 1G\n" },
+	{ "window too small", "[global]\nwindow = 32K\n", 0, 1,
+	  "@:2: window must be between 64K and 1G\n" },
+	{ "window too large", "[global]\nwindow = 2G\n", 0, 1,
+	  "@:2: window must be between 64K and 1G\n" },
 	{ "readahead too large", "[global]\nreadahead = 17M\n", 0, 1,
 	  "@:2: readahead must be at most 16M (0 turns it off)\n" },
 	{ "bad log_level", "[global]\nlog_level = loud\n", 0, 1,
 	  "@:2: bad log_level 'loud' (expected error, warning, info or debug)\n" },
 	{ "duplicate section global", "[global]\ndefault = cache\n[global]\n", 0, 1,
 	  "@:3: duplicate section [global]\n" },
-	{ "duplicate section class", "[class v]\nextensions = mkv\n\n[class V]\nextensions = mp4\n", 0,
-	  1, "@:4: duplicate section [class V] (first at line 1)\n" },
+	{ "duplicate section class", "[class v]\nextensions = mkv\n\n[class V]\nextensions = mp4\n",
+	  0, 1, "@:4: duplicate section [class V] (first at line 1)\n" },
 	{ "duplicate section dir", "[dir /a]\npolicy = cache\n[dir /a//]\n", 0, 1,
 	  "@:3: duplicate section [dir /a] (first at line 1)\n" },
-	{ "duplicate section process", "[process rsync]\npolicy = cache\n[process rsync]\npolicy = auto\n",
-	  0, 1, "@:3: duplicate section [process rsync] (first at line 1)\n" },
+	{ "duplicate section process",
+	  "[process rsync]\npolicy = cache\n[process rsync]\npolicy = auto\n", 0, 1,
+	  "@:3: duplicate section [process rsync] (first at line 1)\n" },
 	{ "duplicate key", "[global]\ndefault = cache\nmin_size = 1M\nDefault = auto\n", 0, 1,
 	  "@:4: duplicate key 'Default'\n" },
 	{ "duplicate key (alias)", "[global]\ndefault = cache\npolicy = auto\n", 0, 1,
@@ -807,8 +852,9 @@ static const struct cc_case cc_cases[] = {
 	  "@:3: duplicate key 'DEFAULT'\n" },
 	{ "duplicate key class", "[class v]\nextensions = mkv\nextensions = mp4\n", 0, 1,
 	  "@:3: duplicate key 'extensions'\n" },
-	{ "extension in two classes", "[class a]\nextensions = mkv mp4\n\n[class b]\nextensions = avi MKV\n",
-	  0, 1, "@:4: extension 'mkv' of [class b] is already in [class a] (line 1)\n" },
+	{ "extension in two classes",
+	  "[class a]\nextensions = mkv mp4\n\n[class b]\nextensions = avi MKV\n", 0, 1,
+	  "@:4: extension 'mkv' of [class b] is already in [class a] (line 1)\n" },
 	{ "extension twice in one class", "[class a]\nextensions = mkv .mkv\n", 0, 1,
 	  "@:1: extension 'mkv' of [class a] is already in [class a] (line 1)\n" },
 	{ "bad dir path (relative)", "[dir relative/x]\n", 0, 1,
@@ -830,7 +876,8 @@ static const struct cc_case cc_cases[] = {
 	  "@:1: malformed section header\n@:2: key outside of any section\n" },
 	{ "malformed header (no ], in a section)", "[global]\n[dir /a\npolicy = cache\n", 0, 1,
 	  "@:2: malformed section header\n" },
-	{ "malformed header (junk after ])", "[global] junk\n", 0, 1, "@:1: malformed section header\n" },
+	{ "malformed header (junk after ])", "[global] junk\n", 0, 1,
+	  "@:1: malformed section header\n" },
 	{ "header with comment", "[global] ; comment\ndefault = auto ; inline\n", 0, 0, "" },
 	{ "missing =", "[global]\ndefault cache\n", 0, 1, "@:2: expected 'key = value'\n" },
 	{ "colon separator", "[global]\npolicy: cache\n", 0, 1, "@:2: expected 'key = value'\n" },
@@ -841,7 +888,8 @@ static const struct cc_case cc_cases[] = {
 	  "@:1: [class v] has no extensions\n" },
 	{ "bad extension", "[class v]\nextensions = a.b\n", 0, 1,
 	  "@:1: [class v] has no extensions\n@:2: bad extension 'a.b'\n" },
-	{ "process without policy", "[process rsync]\n", 0, 1, "@:1: [process rsync] has no policy\n" },
+	{ "process without policy", "[process rsync]\n", 0, 1,
+	  "@:1: [process rsync] has no policy\n" },
 	{ "NUL byte", "[global]\nde\0fault = cache\n", 26, 1, "@:2: NUL byte in line\n" },
 	{ "BOM is skipped", "\357\273\277[global]\ndefault = auto\n", 0, 0, "" },
 	{ "several errors, in line order",
@@ -898,9 +946,10 @@ START_TEST(policy_check_config)
 		char ok[PATH_MAX + 16];
 		snprintf(ok, sizeof ok, "%s: OK: ", file);
 		const char *nl = strchr(out, '\n');
-		ck_assert_msg(rc == 0 && strncmp(out, ok, strlen(ok)) == 0 && nl && !nl[1] && !err[0],
-			      "[%s] expected valid: status %d, stdout '%s', stderr '%s'", c->name, rc,
-			      out, err);
+		ck_assert_msg(rc == 0 && strncmp(out, ok, strlen(ok)) == 0 && nl && !nl[1] &&
+				      !err[0],
+			      "[%s] expected valid: status %d, stdout '%s', stderr '%s'", c->name,
+			      rc, out, err);
 	} else if (!strchr(c->err, '\n')) {
 		/* only the FILE:LINE: prefix is fixed */
 		ck_assert_msg(rc == 1 && strncmp(err, want, strlen(want)) == 0 && !out[0],
@@ -908,10 +957,11 @@ START_TEST(policy_check_config)
 			      "stdout '%s', stderr '%s'",
 			      c->name, want, rc, out, err);
 	} else {
-		ck_assert_msg(rc == 1 && strcmp(err, want) == 0 && !out[0],
-			      "[%s] expected status 1 and stderr\n'%s'\ngot status %d, stdout '%s', "
-			      "stderr\n'%s'",
-			      c->name, want, rc, out, err);
+		ck_assert_msg(
+			rc == 1 && strcmp(err, want) == 0 && !out[0],
+			"[%s] expected status 1 and stderr\n'%s'\ngot status %d, stdout '%s', "
+			"stderr\n'%s'",
+			c->name, want, rc, out, err);
 	}
 	free(want);
 	free(err);
@@ -939,15 +989,17 @@ static const char *long_line_case(int n, const char *eol, int want_ok)
 	if (want_ok) {
 		snprintf(want, sizeof want, "%s: OK: ", file);
 		if (!(rc == 0 && strncmp(out, want, strlen(want)) == 0 && !err[0]))
-			snprintf(m, PATH_MAX + 256,
-				 "\n  line of %d characters + %s: expected valid, got status %d, stderr '%s'",
-				 n, how, rc, err);
+			snprintf(
+				m, PATH_MAX + 256,
+				"\n  line of %d characters + %s: expected valid, got status %d, stderr '%s'",
+				n, how, rc, err);
 	} else {
 		snprintf(want, sizeof want, "%s:2: line longer than 4096 characters\n", file);
 		if (!(rc == 1 && strcmp(err, want) == 0))
-			snprintf(m, PATH_MAX + 256,
-				 "\n  line of %d characters + %s: expected '%s', got status %d, stderr '%s'",
-				 n, how, want, rc, err);
+			snprintf(
+				m, PATH_MAX + 256,
+				"\n  line of %d characters + %s: expected '%s', got status %d, stderr '%s'",
+				n, how, want, rc, err);
 	}
 	free(err);
 	unlink(file);
@@ -957,8 +1009,8 @@ static const char *long_line_case(int n, const char *eol, int want_ok)
 START_TEST(policy_check_config_long_lines)
 {
 	const char *r[] = {
-		long_line_case(4095, "\n", 1),    long_line_case(4096, "\n", 1),
-		long_line_case(4097, "\n", 0),    long_line_case(10000, "\n", 0),
+		long_line_case(4095, "\n", 1),	 long_line_case(4096, "\n", 1),
+		long_line_case(4097, "\n", 0),	 long_line_case(10000, "\n", 0),
 		long_line_case(4095, "\r\n", 1), long_line_case(4096, "\r\n", 1),
 		long_line_case(4097, "\r\n", 0),
 	};
@@ -999,8 +1051,10 @@ START_TEST(policy_check_config_files)
 	snprintf(file, sizeof file, "%s/dcfs.conf", src);
 	if (access(file, R_OK) == 0) {
 		rc = check_config(file, out, sizeof out, &err);
-		snprintf(want, sizeof want, "%s: OK: default auto, min_size 16777216, auto_threshold 67108864, 6 classes (",
-			 file);
+		snprintf(
+			want, sizeof want,
+			"%s: OK: default auto, min_size 16777216, auto_threshold 67108864, 6 classes (",
+			file);
 		ck_assert_msg(rc == 0 && strncmp(out, want, strlen(want)) == 0 &&
 				      strstr(out, "), 2 dir rules, 3 process rules\n") && !err[0],
 			      "dcfs.conf: status %d stdout '%s' stderr '%s'", rc, out, err);
@@ -1026,8 +1080,9 @@ START_TEST(policy_mount_bad_config)
 	snprintf(conf, sizeof conf, "%s/badconf.conf", g_tmpdir);
 	mkdir(exp, 0755);
 	mkdir(mnt, 0755);
-	const char *text = "[global]\ndefault = auto\n\n[class v]\nextensions = mkv\npolicy = fastest\n"
-			   "[dir /x]\nmin_size = huge\n";
+	const char *text =
+		"[global]\ndefault = auto\n\n[class v]\nextensions = mkv\npolicy = fastest\n"
+		"[dir /x]\nmin_size = huge\n";
 	ck_assert_int_eq(own_write_conf(conf, text), 0);
 	char l1[PATH_MAX + 200], l2[PATH_MAX + 200];
 	snprintf(l1, sizeof l1, "%s:6: bad policy 'fastest' " BADPOL, conf);

@@ -98,8 +98,9 @@ static void expect_same_tree(const char *what, const char *rel)
 	walk(a, &na, &ia, &ea);
 	walk(b, &nb, &ib, &eb);
 	ck_assert_msg(eb == 0, "%s: %d errors walking the mount (%s)", what, eb, strerror(errno));
-	ck_assert_msg(na == nb && ia == ib, "%s: backing %ld entries (ino sum %llu), mount %ld (%llu)",
-		      what, na, ia, nb, ib);
+	ck_assert_msg(na == nb && ia == ib,
+		      "%s: backing %ld entries (ino sum %llu), mount %ld (%llu)", what, na, ia, nb,
+		      ib);
 }
 
 static void make_tree(const char *root, long entries)
@@ -241,33 +242,19 @@ static int churn_worker(const char *root, unsigned seed, double end)
 				close(fd);
 			}
 			break;
-		case 2:
-			rename(a, b);
-			break;
-		case 3:
-			link(a, b);
-			break;
-		case 4:
-			unlink(a);
-			break;
-		case 5:
-			mkdir(a, 0755);
-			break;
-		case 6:
-			rmdir(a);
-			break;
-		case 7:
-			symlink("target", a);
-			break;
-		default:
-			lstat(a, &st);
-			break;
+		case 2: rename(a, b); break;
+		case 3: link(a, b); break;
+		case 4: unlink(a); break;
+		case 5: mkdir(a, 0755); break;
+		case 6: rmdir(a); break;
+		case 7: symlink("target", a); break;
+		default: lstat(a, &st); break;
 		}
 		if (errno == EMFILE || errno == ENFILE || errno == EIO || errno == ENOTCONN) {
 			/* say which operation failed, so a rare failure can be chased */
 			if (bad < 5)
-				fprintf(stderr, "churn: op %u on %s (-> %s): %s\n",
-					(r >> 18) % 10, a, b, strerror(errno));
+				fprintf(stderr, "churn: op %u on %s (-> %s): %s\n", (r >> 18) % 10,
+					a, b, strerror(errno));
 			bad++;
 		}
 		errno = 0;
@@ -296,8 +283,7 @@ START_TEST(scale_random_churn)
 	/* a fifth process churns the backing tree directly */
 	fflush(NULL);
 	pid_t direct = fork();
-	if (direct == 0)
-		{
+	if (direct == 0) {
 		churn_worker(PE_S("c"), 99u, end);
 		_exit(0);
 	}
@@ -310,7 +296,8 @@ START_TEST(scale_random_churn)
 	waitpid(direct, NULL, 0);
 	if (bad) {
 		char *log = read_file_str(g_s.d.log);
-		ck_assert_msg(bad == 0, "%d operations failed with EMFILE/EIO/ENOTCONN; daemon log: %.3000s",
+		ck_assert_msg(bad == 0,
+			      "%d operations failed with EMFILE/EIO/ENOTCONN; daemon log: %.3000s",
 			      bad, log);
 	}
 	expect_same_tree("after churn", "c");
@@ -358,8 +345,8 @@ START_TEST(scale_export_handles)
 	for (unsigned i = 0; i < bad->handle_bytes && i < 8; i++)
 		bad->f_handle[i] ^= 0x5a;
 	int fd = open_handle_of(mfd, bad);
-	ck_assert_msg(fd < 0 && (errno == ESTALE || errno == ENOENT),
-		      "forged handle: fd %d, %s", fd, strerror(errno));
+	ck_assert_msg(fd < 0 && (errno == ESTALE || errno == ENOENT), "forged handle: fd %d, %s",
+		      fd, strerror(errno));
 	/* the file deleted behind dcfs: the handle is stale */
 	OK(unlink(PE_S("f")));
 	drop_caches();
@@ -488,7 +475,8 @@ static void restart_on(enum fs_kind fs, const char *tag)
 		ck_assert_uint_eq(ino_of(PM_S(rel)), late_ino);
 	}
 	int fd = open_by_handle_at(mfd, &keep.fh, O_RDONLY);
-	ck_assert_msg(fd >= 0, "open_by_handle_at of a file after the restart: %s", strerror(errno));
+	ck_assert_msg(fd >= 0, "open_by_handle_at of a file after the restart: %s",
+		      strerror(errno));
 	ck_assert_int_eq(read(fd, buf, sizeof buf), 5);
 	ck_assert(memcmp(buf, "kept\n", 5) == 0);
 	struct stat a, b;
@@ -515,7 +503,8 @@ static void restart_on(enum fs_kind fs, const char *tag)
 	/* the daemon still answers */
 	OK(stat(PM_S("keep"), &a));
 	close(mfd);
-	ck_assert_msg(rm_rf(PM_S("fill")) == 0 && rm_rf(PM_S("d")) == 0 && unlink(PM_S("keep")) == 0,
+	ck_assert_msg(rm_rf(PM_S("fill")) == 0 && rm_rf(PM_S("d")) == 0 &&
+			      unlink(PM_S("keep")) == 0,
 		      "cleanup: %s", strerror(errno));
 	ck_assert_msg(own_mount_stop(&g_s, err, sizeof err) == 0, "unmount: %s", err);
 }
@@ -644,10 +633,11 @@ static void remade_on(const char *fstype)
 	ck_assert_msg(loaded2 >= 40, "%s: a restart over the same filesystem loaded %ld", fstype,
 		      loaded2);
 	ck_assert_msg(log3, "%s: the run over the new filesystem failed", fstype);
-	ck_assert_msg(loaded3 <= 0, "%s: %ld node ids of the old filesystem loaded into the new one: %.1500s",
+	ck_assert_msg(loaded3 <= 0,
+		      "%s: %ld node ids of the old filesystem loaded into the new one: %.1500s",
 		      fstype, loaded3, log3);
-	ck_assert_msg(saved3 >= 0 && saved3 < 10, "%s: %ld node ids saved after one file (piled up?)",
-		      fstype, saved3);
+	ck_assert_msg(saved3 >= 0 && saved3 < 10,
+		      "%s: %ld node ids saved after one file (piled up?)", fstype, saved3);
 	free(log3);
 }
 
@@ -733,12 +723,13 @@ START_TEST(scale_samba_reexport)
 	fill_pattern(data, flen, 42);
 	ck_assert_int_eq(write_file(film, data, flen, 0644), 0);
 	ck_assert_int_eq(write_file(small, "hello samba\n", 12, 0644), 0);
-	int rc = up < 0 ? -1 :
-		run_cmd(out, sizeof out,
-			"cd '%s' && timeout 60 smbclient //127.0.0.1/share -p %d -N -m SMB3 "
-			"-c 'put film.src film.mkv; put small.src small.txt; "
-			"get film.mkv film.back; get small.txt small.back' 2>&1",
-			dir, port);
+	int rc =
+		up < 0 ? -1
+		       : run_cmd(out, sizeof out,
+				 "cd '%s' && timeout 60 smbclient //127.0.0.1/share -p %d -N -m SMB3 "
+				 "-c 'put film.src film.mkv; put small.src small.txt; "
+				 "get film.mkv film.back; get small.txt small.back' 2>&1",
+				 dir, port);
 	kill(-smbd, SIGTERM);
 	kill(smbd, SIGTERM);
 	waitpid(smbd, NULL, 0);
@@ -800,7 +791,8 @@ START_TEST(scale_metadata_round_trips)
 	ck_assert_msg(root != NULL, "backing fs: %s", err);
 	ck_assert_msg(own_mount_start(&g_s, root, "round-trips",
 				      "[global]\ndefault = cache\nmin_size = 0\n\n"
-				      "[class bench]\nextensions = stream\npolicy = dontcache\n") == 0,
+				      "[class bench]\nextensions = stream\npolicy = dontcache\n") ==
+			      0,
 		      "mount: %s", g_s.err);
 	long long c0 = requests("create"), f0 = requests("flush");
 	for (int i = 0; i < 100; i++) {

@@ -410,8 +410,8 @@ START_TEST(sec_created_objects_owned_by_caller)
 	for (size_t i = 0; i < 5; i++) {
 		struct stat st;
 		OK(lstat(EXPP(names[i]), &st));
-		ck_assert_msg(st.st_uid == ATTACKER && st.st_gid == ATTACKER_G,
-			      "%s owned by %u:%u", names[i], st.st_uid, st.st_gid);
+		ck_assert_msg(st.st_uid == ATTACKER && st.st_gid == ATTACKER_G, "%s owned by %u:%u",
+			      names[i], st.st_uid, st.st_gid);
 	}
 	struct stat st;
 	OK(stat(EXPP("adir/f"), &st));
@@ -534,11 +534,21 @@ END_TEST
  * kernel holds dentries, attributes and symlink targets the attacker could
  * not have looked up itself.
  */
-enum probe_op { PR_ACC_R, PR_ACC_W, PR_ACC_X, PR_CHDIR, PR_READLINK, PR_GETXATTR,
-		PR_LISTXATTR, PR_STAT, PR_OPEN, PR_NOPS };
+enum probe_op {
+	PR_ACC_R,
+	PR_ACC_W,
+	PR_ACC_X,
+	PR_CHDIR,
+	PR_READLINK,
+	PR_GETXATTR,
+	PR_LISTXATTR,
+	PR_STAT,
+	PR_OPEN,
+	PR_NOPS
+};
 static const char *const probe_names[] = { "access(R_OK)", "access(W_OK)", "access(X_OK)",
-					    "chdir",	    "readlink",	    "getxattr(user.t)",
-					    "listxattr",    "stat",	    "open(O_RDONLY)" };
+					   "chdir",	   "readlink",	   "getxattr(user.t)",
+					   "listxattr",	   "stat",	   "open(O_RDONLY)" };
 
 struct probe_arg {
 	const char *path;
@@ -551,29 +561,21 @@ static long probe_as(void *p)
 	char buf[4096];
 	struct stat st;
 	switch (a->op) {
-	case PR_ACC_R:
-		return access(a->path, R_OK);
-	case PR_ACC_W:
-		return access(a->path, W_OK);
-	case PR_ACC_X:
-		return access(a->path, X_OK);
-	case PR_CHDIR:
-		return chdir(a->path);
-	case PR_READLINK:
-		return readlink(a->path, buf, sizeof buf);
-	case PR_GETXATTR:
-		return getxattr(a->path, "user.t", buf, sizeof buf);
+	case PR_ACC_R: return access(a->path, R_OK);
+	case PR_ACC_W: return access(a->path, W_OK);
+	case PR_ACC_X: return access(a->path, X_OK);
+	case PR_CHDIR: return chdir(a->path);
+	case PR_READLINK: return readlink(a->path, buf, sizeof buf);
+	case PR_GETXATTR: return getxattr(a->path, "user.t", buf, sizeof buf);
 	case PR_LISTXATTR:
 		/* the list itself differs where only the mount adds names */
 		return listxattr(a->path, buf, sizeof buf) < 0 ? -1 : 0;
-	case PR_STAT:
-		return stat(a->path, &st);
+	case PR_STAT: return stat(a->path, &st);
 	case PR_OPEN: {
 		int fd = open(a->path, O_RDONLY);
 		return fd < 0 ? -1 : close(fd);
 	}
-	default:
-		return -1;
+	default: return -1;
 	}
 }
 
@@ -630,9 +632,9 @@ START_TEST(sec_unpriv_probes_like_native)
 	OK(write_file(EXPP("mine"), "mine\n", 5, 0600));
 	OK(chown(EXPP("mine"), ATTACKER, ATTACKER_G));
 	static const char *const rels[] = {
-		"f600",	  "f644",     "x755",	  "x700",      "d700",	   "d711",
-		"d744",	  "d755",     "lnk",	  "mine",      "d700/g",   "d700/lnk",
-		"d700/sub", "d711/g", "d711/lnk", "d711/sub",  "d744/g",   "d744/lnk",
+		"f600",	    "f644",    "x755",	       "x700",	   "d700",   "d711",
+		"d744",	    "d755",    "lnk",	       "mine",	   "d700/g", "d700/lnk",
+		"d700/sub", "d711/g",  "d711/lnk",     "d711/sub", "d744/g", "d744/lnk",
 		"d744/sub", "missing", "d700/missing",
 	};
 	const size_t n = sizeof rels / sizeof rels[0];
@@ -696,7 +698,8 @@ START_TEST(sec_umask_acl_dev_fuse)
 		OK(mkdir(EXPP(dirs[i]), 0777));
 		OK(chmod(EXPP(dirs[i]), 0777));
 		ck_assert_msg(run_cmd(out, sizeof out, "setfacl -d -m u::rwx,g::rwx,o::r-x '%s'",
-				      EXPP(dirs[i])) == 0, "setfacl: %s", out);
+				      EXPP(dirs[i])) == 0,
+			      "setfacl: %s", out);
 	}
 	struct res r = run_as(ATTACKER, ATTACKER_G, make_three, (void *)EXPP("native"));
 	ck_assert_msg(r.ret == 0, "native creates: step %ld: %s", -r.ret, res_str(r));
@@ -738,8 +741,8 @@ START_TEST(sec_mount_inside_backing_refused)
 	char out[4096];
 	int rc = run_cmd(out, sizeof out, "timeout 10 '%s' -f -o allow_other '%s' '%s' 2>&1",
 			 g_dcfs_bin, exp, mnt);
-	ck_assert_msg(rc == 1, "dcfs with the mount point inside the backing dir: exit %d: %s",
-		      rc, out);
+	ck_assert_msg(rc == 1, "dcfs with the mount point inside the backing dir: exit %d: %s", rc,
+		      out);
 	ck_assert_msg(strstr(out, "inside") != NULL, "unclear error: %s", out);
 	ck_assert_msg(!is_mounted(mnt, NULL, 0), "mounted anyway");
 	/* also through a bind mount of the backing dir elsewhere */
@@ -751,8 +754,8 @@ START_TEST(sec_mount_inside_backing_refused)
 	snprintf(bmnt, sizeof bmnt, "%s/a/mnt", bind);
 	rc = run_cmd(out, sizeof out, "timeout 10 '%s' -f -o allow_other '%s' '%s' 2>&1",
 		     g_dcfs_bin, exp, bmnt);
-	ck_assert_msg(rc == 1, "mount point under a bind mount of the backing dir: exit %d: %s",
-		      rc, out);
+	ck_assert_msg(rc == 1, "mount point under a bind mount of the backing dir: exit %d: %s", rc,
+		      out);
 	ck_assert_msg(!is_mounted(bmnt, NULL, 0), "mounted anyway (bind)");
 	OK(umount2(bind, MNT_DETACH));
 }
@@ -1068,8 +1071,9 @@ START_TEST(sec_lookup_into_own_mount)
 	OK(umount2(EXPP("loop"), MNT_DETACH));
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1,
 		      "lookup into dcfs's own mount: %s, want ELOOP",
-		      !WIFEXITED(st) ? "killed" : WEXITSTATUS(st) == 0 ? "succeeded" :
-		      strerror(WEXITSTATUS(st) - 100));
+		      !WIFEXITED(st)	     ? "killed"
+		      : WEXITSTATUS(st) == 0 ? "succeeded"
+					     : strerror(WEXITSTATUS(st) - 100));
 	struct stat sb;
 	OK(stat(MNTP("loop"), &sb));
 	own_unmount_ck(&g_m);
@@ -1081,8 +1085,7 @@ END_TEST
 static int run_check_config(const char *path, char *out, size_t outlen, double *secs)
 {
 	double t0 = now_s();
-	int rc = run_cmd(out, outlen, "timeout 20 '%s' --check-config '%s' 2>&1", g_dcfs_bin,
-			 path);
+	int rc = run_cmd(out, outlen, "timeout 20 '%s' --check-config '%s' 2>&1", g_dcfs_bin, path);
 	*secs = now_s() - t0;
 	return rc;
 }
@@ -1296,9 +1299,10 @@ START_TEST(sec_sigterm_with_stuck_reload)
 		umount2(g_m.mnt, MNT_DETACH);
 	char e2[2048];
 	int cstop = own_mount_stop(&cm, e2, sizeof e2);
-	ck_assert_msg(reader,
-		      "no reader process blocked on the stopped host within 15 s of SIGHUP; the daemon's children: %s; log: %.2000s",
-		      children, text);
+	ck_assert_msg(
+		reader,
+		"no reader process blocked on the stopped host within 15 s of SIGHUP; the daemon's children: %s; log: %.2000s",
+		children, text);
 	ck_assert_msg(abandoned, "the stuck reload was not abandoned within 15 s: %.2000s", text);
 	ck_assert_msg(refused, "a SIGHUP during the stuck reload was not refused: %.2000s", text);
 	ck_assert_msg(discarded, "the late result was not discarded: %.2000s", text);
@@ -1331,17 +1335,19 @@ START_TEST(sec_options_hygiene)
 	OK(mkdir(exp, 0755));
 	mkdir(mnt, 0755);
 	track_mount(mnt);
-	int rc = run_cmd(out, sizeof out, "timeout 10 '%s' -f -o allow_other,allow_root '%s' '%s' 2>&1",
-			 g_dcfs_bin, exp, mnt);
+	int rc = run_cmd(out, sizeof out,
+			 "timeout 10 '%s' -f -o allow_other,allow_root '%s' '%s' 2>&1", g_dcfs_bin,
+			 exp, mnt);
 	ck_assert_msg(rc == 1 && strstr(out, "allow_root"), "allow_other,allow_root: %d: %s", rc,
 		      out);
 	ck_assert_msg(!is_mounted(mnt, NULL, 0), "mounted with allow_other,allow_root");
 	/* names the kernel holds would be walked through without a check */
 	const char *ndp_cached[] = { "entry_timeout=1", "negative_timeout=1" };
 	for (int i = 0; i < 2; i++) {
-		rc = run_cmd(out, sizeof out,
-			     "timeout 10 '%s' -f -o allow_other,nodefault_permissions,%s '%s' '%s' 2>&1",
-			     g_dcfs_bin, ndp_cached[i], exp, mnt);
+		rc = run_cmd(
+			out, sizeof out,
+			"timeout 10 '%s' -f -o allow_other,nodefault_permissions,%s '%s' '%s' 2>&1",
+			g_dcfs_bin, ndp_cached[i], exp, mnt);
 		ck_assert_msg(rc == 1 && strstr(out, "entry_timeout=0"),
 			      "nodefault_permissions,%s: exit %d: %s", ndp_cached[i], rc, out);
 		ck_assert_msg(!is_mounted(mnt, NULL, 0), "mounted with nodefault_permissions,%s",
@@ -1358,8 +1364,8 @@ START_TEST(sec_options_hygiene)
 	ck_assert_int_eq(own_mount_start(&m1, root, "sec-stack", "[global]\n"), 0);
 	rc = run_cmd(out, sizeof out, "timeout 10 '%s' -f '%s' '%s' 2>&1", g_dcfs_bin, m1.exp,
 		     m1.mnt);
-	ck_assert_msg(rc == 1 && strstr(out, "already"), "second dcfs on %s: exit %d: %s",
-		      m1.mnt, rc, out);
+	ck_assert_msg(rc == 1 && strstr(out, "already"), "second dcfs on %s: exit %d: %s", m1.mnt,
+		      rc, out);
 	char mi[8192];
 	run_cmd(mi, sizeof mi, "grep -c ' %s ' /proc/self/mountinfo", m1.mnt);
 	ck_assert_msg(atoi(mi) == 1, "%s mounted %d times", m1.mnt, atoi(mi));

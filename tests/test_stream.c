@@ -99,16 +99,26 @@ static void st_setup(enum skind k)
 	own_mount_start(&g_sm, root, tag, STREAM_CONF);
 }
 
-static void st_setup_ext4(void) { st_setup(SK_EXT4); }
-static void st_setup_xfs(void) { st_setup(SK_XFS); }
-static void st_setup_btrfs(void) { st_setup(SK_BTRFS); }
+static void st_setup_ext4(void)
+{
+	st_setup(SK_EXT4);
+}
+static void st_setup_xfs(void)
+{
+	st_setup(SK_XFS);
+}
+static void st_setup_btrfs(void)
+{
+	st_setup(SK_BTRFS);
+}
 
 static double t_test0;
 static const char *t_name;
 static void st_report(void)
 {
 	if (getenv("DCFS_STREAM_TIMES") && t_name)
-		fprintf(stderr, "  %s (stream-%s): %.1fs\n", t_name, sk_names[g_sk], now_s() - t_test0);
+		fprintf(stderr, "  %s (stream-%s): %.1fs\n", t_name, sk_names[g_sk],
+			now_s() - t_test0);
 }
 
 static void st_teardown(void)
@@ -172,7 +182,8 @@ void write_all_chunks(int fd, const unsigned char *buf, size_t len, size_t rs)
 	for (size_t off = 0; off < len; off += rs) {
 		size_t n = len - off < rs ? len - off : rs;
 		ssize_t w = write(fd, buf + off, n);
-		ck_assert_msg(w == (ssize_t)n, "write %zu at %zu: %zd (%s)", n, off, w, strerror(errno));
+		ck_assert_msg(w == (ssize_t)n, "write %zu at %zu: %zd (%s)", n, off, w,
+			      strerror(errno));
 	}
 }
 
@@ -192,7 +203,8 @@ void read_compare(const char *path, const unsigned char *want, size_t len, size_
 			size_t i = 0;
 			while (b[i] == want[off + i])
 				i++;
-			ck_abort_msg("%s: data differs at byte %zu (read size %zu)", path, off + i, rs);
+			ck_abort_msg("%s: data differs at byte %zu (read size %zu)", path, off + i,
+				     rs);
 		}
 		off += (size_t)r;
 	}

@@ -149,13 +149,14 @@ START_TEST(stream_kw_enospc)
 	ck_assert_msg(nat.written > 0, "the space of the kernel-served stream was not freed");
 	printf("stream-%s filling the filesystem: natively write() %s after %zu bytes, close %d; "
 	       "kernel-served %s after %zu bytes, close %d\n",
-	       sk_names[g_sk], strerror(nat.werr), nat.written, nat.cret, strerror(kw.werr), kw.written,
-	       kw.cret);
+	       sk_names[g_sk], strerror(nat.werr), nat.written, nat.cret, strerror(kw.werr),
+	       kw.written, kw.cret);
 	fflush(stdout);
-	ck_assert_msg(kw.werr == nat.werr && kw.cret == nat.cret && kw.cerr == nat.cerr,
-		      "kernel-served: write() %s, close %d (%s); natively: write() %s, close %d (%s)",
-		      strerror(kw.werr), kw.cret, strerror(kw.cerr), strerror(nat.werr), nat.cret,
-		      strerror(nat.cerr));
+	ck_assert_msg(
+		kw.werr == nat.werr && kw.cret == nat.cret && kw.cerr == nat.cerr,
+		"kernel-served: write() %s, close %d (%s); natively: write() %s, close %d (%s)",
+		strerror(kw.werr), kw.cret, strerror(kw.cerr), strerror(nat.werr), nat.cret,
+		strerror(nat.cerr));
 	unlink(npath);
 	wait_free_mb(root, 100);
 	/* What write() acknowledged is in the file, after a remount. */
@@ -207,8 +208,10 @@ START_TEST(stream_enospc)
 	printf("stream-%s ENOSPC: write() failed with %s after %zu bytes; close() %d (%s)\n",
 	       sk_names[g_sk], strerror(werr), believed, cr, cr ? strerror(cerr) : "ok");
 	fflush(stdout);
-	ck_assert_msg(werr == ENOSPC, "filling: write() failed with %s, expected ENOSPC", strerror(werr));
-	ck_assert_msg(cr == 0, "close after ENOSPC at write(): %s (nothing was pending)", strerror(cerr));
+	ck_assert_msg(werr == ENOSPC, "filling: write() failed with %s, expected ENOSPC",
+		      strerror(werr));
+	ck_assert_msg(cr == 0, "close after ENOSPC at write(): %s (nothing was pending)",
+		      strerror(cerr));
 
 	/* 2. Space taken behind the daemon's back while data is buffered:
 	 *    the loss is reported at close, to the other handle at fsync, once. */
@@ -234,14 +237,16 @@ START_TEST(stream_enospc)
 	int f2 = fsync(fd2);
 	long long de = stats_get(m.mnt, "dontcache", "deferred_errors") - de0;
 	printf("stream-%s deferred ENOSPC: close() %d (%s), fsync of the other handle %d (%s) then %d, deferred_errors +%lld\n",
-	       sk_names[g_sk], cr, cr ? strerror(cerr) : "ok", f1, f1 ? strerror(e1) : "ok", f2, de);
+	       sk_names[g_sk], cr, cr ? strerror(cerr) : "ok", f1, f1 ? strerror(e1) : "ok", f2,
+	       de);
 	fflush(stdout);
 	close(fd2);
 	close(hog);
-	ck_assert_msg(cr == -1 && cerr == ENOSPC, "close() of a handle whose buffered write failed: %d (%s)",
-		      cr, strerror(cerr));
-	ck_assert_msg(f1 == -1 && e1 == ENOSPC, "fsync() of another handle: %d (%s), expected ENOSPC", f1,
-		      strerror(e1));
+	ck_assert_msg(cr == -1 && cerr == ENOSPC,
+		      "close() of a handle whose buffered write failed: %d (%s)", cr,
+		      strerror(cerr));
+	ck_assert_msg(f1 == -1 && e1 == ENOSPC,
+		      "fsync() of another handle: %d (%s), expected ENOSPC", f1, strerror(e1));
 	ck_assert_msg(f2 == 0, "the error was reported twice to the same handle");
 	ck_assert_int_eq(de, 1);
 	unlink(path_at(m.mnt, "%s", "hog"));
@@ -272,8 +277,8 @@ START_TEST(stream_enospc)
 	size_t got_len = 0;
 	unsigned char *got = slurp(path_at(m.mnt, "%s", "fill2.mkv"), &got_len);
 	ck_assert_ptr_nonnull(got);
-	ck_assert_msg(got_len == believed, "after remount: %zu bytes on disk, %zu acknowledged", got_len,
-		      believed);
+	ck_assert_msg(got_len == believed, "after remount: %zu bytes on disk, %zu acknowledged",
+		      got_len, believed);
 	ck_assert_msg(memcmp(got, src, believed) == 0, "after remount: data differs");
 	free(got);
 	unlink(path_at(m.exp, "%s", "fill2.mkv"));
@@ -287,10 +292,9 @@ END_TEST
 /* The stream config plus a [process] rule: opens made under that name are
  * of the cache class (forwarded: -o nopassthrough), so one inode has
  * streaming and non-streaming handles at once. */
-static const char ERRSEQ_CONF_EXTRA[] =
-	"\n"
-	"[process dcfsplain]\n"
-	"policy = cache\n";
+static const char ERRSEQ_CONF_EXTRA[] = "\n"
+					"[process dcfsplain]\n"
+					"policy = cache\n";
 
 static int open_named(const char *path, int flags, const char *comm)
 {
@@ -309,7 +313,8 @@ static void wait_free_mb(const char *dir, unsigned mb)
 	for (int i = 0; i < 100; i++) {
 		struct statvfs sv;
 		sync();
-		if (statvfs(dir, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize > ((uint64_t)mb << 20))
+		if (statvfs(dir, &sv) == 0 &&
+		    (uint64_t)sv.f_bavail * sv.f_frsize > ((uint64_t)mb << 20))
 			return;
 		sleep_ms(100);
 	}
@@ -333,8 +338,8 @@ START_TEST(stream_errseq)
 	ck_assert_msg(root, "%s", err);
 	snprintf(conf, sizeof conf, "%s%s", STREAM_CONF, ERRSEQ_CONF_EXTRA);
 	struct own_mount m;
-	ck_assert_msg(own_mount_start_opts(&m, root, "errseq", conf, "nopassthrough") == 0, "mount: %s",
-		      m.err);
+	ck_assert_msg(own_mount_start_opts(&m, root, "errseq", conf, "nopassthrough") == 0,
+		      "mount: %s", m.err);
 	unsigned char *src = malloc(300000);
 	fill_pattern(src, 300000, 4250);
 	char path[PATH_MAX];
@@ -342,8 +347,8 @@ START_TEST(stream_errseq)
 	long long cache0 = stats_get(m.mnt, "cache", "opened");
 	long long de0 = stats_get(m.mnt, "dontcache", "deferred_errors"), rep0 = reported(&m);
 	int a = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644); /* streaming writer */
-	int c = open(path, O_RDONLY);				 /* streaming reader */
-	int b = open_named(path, O_RDWR, "dcfsplain");		 /* forwarded, cache class */
+	int c = open(path, O_RDONLY);				/* streaming reader */
+	int b = open_named(path, O_RDWR, "dcfsplain");		/* forwarded, cache class */
 	int d = open_named(path, O_RDWR, "dcfsplain");
 	ck_assert(a >= 0 && c >= 0);
 	ck_assert_int_eq(stats_get(m.mnt, "cache", "opened") - cache0, 2);
@@ -372,24 +377,29 @@ START_TEST(stream_errseq)
 	long long rep = reported(&m) - rep0;
 	printf("stream-%s errseq: fsync(b) %d (%s) then %d; write(d) %zd (%s) then %zd; write(a) %zd (%s), "
 	       "fsync(a) %d; close(c) %d (%s); close(late) %d; deferred_errors +%lld, reported +%lld\n",
-	       sk_names[g_sk], fb1, fb1 ? strerror(eb1) : "ok", fb2, wd1, wd1 < 0 ? strerror(ed1) : "ok", wd2,
-	       wa1, wa1 < 0 ? strerror(ea1) : "ok", fa2, cc, cc ? strerror(ec) : "ok", cl, de, rep);
+	       sk_names[g_sk], fb1, fb1 ? strerror(eb1) : "ok", fb2, wd1,
+	       wd1 < 0 ? strerror(ed1) : "ok", wd2, wa1, wa1 < 0 ? strerror(ea1) : "ok", fa2, cc,
+	       cc ? strerror(ec) : "ok", cl, de, rep);
 	fflush(stdout);
-	ck_assert_msg(fb1 == -1 && eb1 == ENOSPC, "fsync of the cache-class handle: %d (%s), expected ENOSPC",
-		      fb1, strerror(eb1));
-	ck_assert_msg(fb2 == 0, "second fsync of the cache-class handle: %s (reported twice)", strerror(eb2));
+	ck_assert_msg(fb1 == -1 && eb1 == ENOSPC,
+		      "fsync of the cache-class handle: %d (%s), expected ENOSPC", fb1,
+		      strerror(eb1));
+	ck_assert_msg(fb2 == 0, "second fsync of the cache-class handle: %s (reported twice)",
+		      strerror(eb2));
 	ck_assert_msg(wd1 == -1 && ed1 == ENOSPC,
 		      "first write of the other cache-class handle: %zd (%s), expected ENOSPC", wd1,
 		      strerror(ed1));
 	ck_assert_msg(wd2 == 1, "second write of that handle: %zd (%s)", wd2, strerror(ed2));
-	ck_assert_msg(wa1 == -1 && ea1 == ENOSPC, "next write of the writer: %zd (%s), expected ENOSPC", wa1,
-		      strerror(ea1));
-	ck_assert_msg(fa2 == 0, "fsync of the writer after its write got the error: %s (reported twice)",
+	ck_assert_msg(wa1 == -1 && ea1 == ENOSPC,
+		      "next write of the writer: %zd (%s), expected ENOSPC", wa1, strerror(ea1));
+	ck_assert_msg(fa2 == 0,
+		      "fsync of the writer after its write got the error: %s (reported twice)",
 		      strerror(ea2));
-	ck_assert_msg(cc == -1 && ec == ENOSPC, "close of the streaming reader: %d (%s), expected ENOSPC", cc,
-		      strerror(ec));
+	ck_assert_msg(cc == -1 && ec == ENOSPC,
+		      "close of the streaming reader: %d (%s), expected ENOSPC", cc, strerror(ec));
 	ck_assert_msg(cl == 0, "close of a handle opened after the error: %s", strerror(el));
-	ck_assert_msg(ca == 0 && cb == 0 && cd == 0, "closes after the report: %d %d %d", ca, cb, cd);
+	ck_assert_msg(ca == 0 && cb == 0 && cd == 0, "closes after the report: %d %d %d", ca, cb,
+		      cd);
 	ck_assert_int_eq(de, 1);
 	ck_assert_int_eq(rep, 4);
 	/* only d's second write is in the file */
@@ -427,7 +437,8 @@ static void eio_check(const char *conf, bool kw)
 	int rc = run_cmd(out, sizeof out, "mount -o loop '%s' '%s'", img, dir);
 	ck_assert_msg(rc == 0, "mount: %s", out);
 	struct own_mount m;
-	ck_assert_msg(own_mount_start(&m, dir, kw ? "eio-kw" : "eio", conf) == 0, "mount: %s", m.err);
+	ck_assert_msg(own_mount_start(&m, dir, kw ? "eio-kw" : "eio", conf) == 0, "mount: %s",
+		      m.err);
 	unsigned char *src = malloc(8 << 20);
 	fill_pattern(src, 8 << 20, 4300);
 	long long wb0 = stats_get(m.mnt, "dontcache", "opened_write_behind");
@@ -459,8 +470,8 @@ static void eio_check(const char *conf, bool kw)
 	run_cmd(NULL, 0, "chattr -i '%s'", img);
 	printf("stream-%s failing device (%s): writes %s, fsync %d (%s) then %d, other handle's fsync %d "
 	       "(%s), close %d (%s)\n",
-	       sk_names[g_sk], kw ? "kernel-served writes" : "engine", werr ? strerror(werr) : "ok", fr,
-	       fr ? strerror(ferr) : "ok", fr2, fo, fo ? strerror(oerr) : "ok", cr,
+	       sk_names[g_sk], kw ? "kernel-served writes" : "engine", werr ? strerror(werr) : "ok",
+	       fr, fr ? strerror(ferr) : "ok", fr2, fo, fo ? strerror(oerr) : "ok", cr,
 	       cr ? strerror(cerr) : "ok");
 	fflush(stdout);
 	ck_assert_msg(werr == 0 || werr == EIO || werr == EROFS, "write: %s", strerror(werr));
@@ -525,9 +536,10 @@ static long sid_op_as_user(void *p)
 	if (fd < 0 || posix_memalign(&al, 4096, 4096))
 		return -1;
 	memset(al, 's', 4096);
-	r = a->op == 0 ? (pwrite(fd, "w", 1, 100) == 1 ? 0 : -1) :
-	    a->op == 1 ? (pwrite(fd, al, 4096, 0) == 4096 ? 0 : -1) :
-	    a->op == 2 ? fallocate(fd, 0, 0, 65536) : ftruncate(fd, 2048);
+	r = a->op == 0	 ? (pwrite(fd, "w", 1, 100) == 1 ? 0 : -1)
+	    : a->op == 1 ? (pwrite(fd, al, 4096, 0) == 4096 ? 0 : -1)
+	    : a->op == 2 ? fallocate(fd, 0, 0, 65536)
+			 : ftruncate(fd, 2048);
 	int e = errno;
 	free(al);
 	close(fd);
@@ -539,8 +551,14 @@ START_TEST(stream_setid)
 {
 	st_begin();
 	static const char *const ops[] = { "write", "O_DIRECT write", "fallocate", "ftruncate" };
-	static const struct { mode_t mode; bool users; } modes[] = {
-		{ 04755, true }, { 06744, true }, { 06777, false }, { 06646, false },
+	static const struct {
+		mode_t mode;
+		bool users;
+	} modes[] = {
+		{ 04755, true },
+		{ 06744, true },
+		{ 06777, false },
+		{ 06646, false },
 	};
 	static char data[8192];
 	char native[PATH_MAX], out[4096] = "";
@@ -565,13 +583,15 @@ START_TEST(stream_setid)
 				ck_assert_int_eq(mode_only(side[k]), modes[m].mode);
 				struct sid_arg a = { side[k], op };
 				struct res r = run_as(TEST_UID, TEST_GID, sid_op_as_user, &a);
-				ck_assert_msg(r.ret >= 0, "%s as %d: %s", ops[op], TEST_UID, res_str(r));
+				ck_assert_msg(r.ret >= 0, "%s as %d: %s", ops[op], TEST_UID,
+					      res_str(r));
 				got[k] = mode_only(side[k]);
 			}
 			if (got[0] != got[1] || mode_only(SE("%s", rel)) != got[1]) {
 				size_t l = strlen(out);
-				snprintf(out + l, sizeof out - l, "%s%s on %04o: mount %04o, native %04o",
-					 l ? "; " : "", ops[op], modes[m].mode, got[0], got[1]);
+				snprintf(out + l, sizeof out - l,
+					 "%s%s on %04o: mount %04o, native %04o", l ? "; " : "",
+					 ops[op], modes[m].mode, got[0], got[1]);
 				bad++;
 			}
 		}
@@ -607,12 +627,22 @@ static void werr_flag(const char *path, int flag, bool on)
 
 #define WERR_STEPS 16
 static const char *const werr_names[WERR_STEPS] = {
-	"8192 bytes 4096 before the largest file's end", "8192 bytes at the end",
-	"100 bytes past the end", "fsync", "ftruncate 0", "write to an immutable file",
-	"fsync (immutable)", "ftruncate (immutable)", "fallocate (immutable)",
-	"open O_WRONLY of an append-only file", "O_APPEND write (append-only)",
-	"pwrite on an fd opened before (append-only)", "fsync (append-only)",
-	"ftruncate (append-only)", "fsync", "close",
+	"8192 bytes 4096 before the largest file's end",
+	"8192 bytes at the end",
+	"100 bytes past the end",
+	"fsync",
+	"ftruncate 0",
+	"write to an immutable file",
+	"fsync (immutable)",
+	"ftruncate (immutable)",
+	"fallocate (immutable)",
+	"open O_WRONLY of an append-only file",
+	"O_APPEND write (append-only)",
+	"pwrite on an fd opened before (append-only)",
+	"fsync (append-only)",
+	"ftruncate (append-only)",
+	"fsync",
+	"close",
 };
 
 /* path: what the program opens; bpath: the file on the backing filesystem. */
@@ -621,7 +651,13 @@ static void werr_run(const char *path, const char *bpath, off_t max, struct werr
 	static char buf[8192];
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644), i = 0, afd;
 	ck_assert_msg(fd >= 0, "create %s: %s", path, strerror(errno));
-#define WSTEP(expr) do { errno = 0; w[i].r = (long long)(expr); w[i].e = errno; i++; } while (0)
+#define WSTEP(expr)                         \
+	do {                                \
+		errno = 0;                  \
+		w[i].r = (long long)(expr); \
+		w[i].e = errno;             \
+		i++;                        \
+	} while (0)
 	WSTEP(pwrite(fd, buf, 8192, max - 4096));
 	WSTEP(pwrite(fd, buf, 8192, max));
 	if (max < (off_t)(INT64_MAX - 200000))
@@ -691,9 +727,9 @@ START_TEST(stream_write_errors)
 		if (m[i].r == n[i].r && m[i].e == n[i].e)
 			continue;
 		size_t l = strlen(out);
-		snprintf(out + l, sizeof out - l, "%s%s: %lld (%s), natively %lld (%s)", l ? "; " : "",
-			 werr_names[i], m[i].r, m[i].r < 0 ? strerror(m[i].e) : "-", n[i].r,
-			 n[i].r < 0 ? strerror(n[i].e) : "-");
+		snprintf(out + l, sizeof out - l, "%s%s: %lld (%s), natively %lld (%s)",
+			 l ? "; " : "", werr_names[i], m[i].r, m[i].r < 0 ? strerror(m[i].e) : "-",
+			 n[i].r, n[i].r < 0 ? strerror(n[i].e) : "-");
 	}
 	ck_assert_msg(!out[0], "largest file %lld: %s", (long long)max, out);
 }
@@ -761,7 +797,8 @@ START_TEST(stream_edquot)
 	int fd = open(img, O_CREAT | O_RDWR | O_TRUNC, 0600);
 	ck_assert(fd >= 0 && ftruncate(fd, 64 << 20) == 0);
 	close(fd);
-	int rc = run_cmd(out, sizeof out, "mkfs.ext4 -q -F -O quota -E quotatype=usrquota '%s'", img);
+	int rc = run_cmd(out, sizeof out, "mkfs.ext4 -q -F -O quota -E quotatype=usrquota '%s'",
+			 img);
 	ck_assert_msg(rc == 0, "mkfs.ext4 -O quota: %s", out);
 	mkdir(dir, 0755);
 	track_mount(dir);
@@ -769,7 +806,8 @@ START_TEST(stream_edquot)
 	if (rc != 0 && !quota_supported()) {
 		/* Said, not passed silently: tests/README.md lists where it runs. */
 		printf("stream_edquot: NOT RUN: this kernel has no ext4 quota format "
-		       "(CONFIG_QFMT_V2); mount -o usrquota: %s\n", out);
+		       "(CONFIG_QFMT_V2); mount -o usrquota: %s\n",
+		       out);
 		fflush(stdout);
 		unlink(img);
 		return;
@@ -797,7 +835,8 @@ START_TEST(stream_edquot)
 	unlink(img);
 	ck_assert_msg(r0.ret == 0 && r1.ret == 0, "open: %s / %s", res_str(r0), res_str(r1));
 	ck_assert_msg(stopped == 0, "%s", err);
-	ck_assert_msg(q[1].write_err == EDQUOT, "natively: no EDQUOT (%s)", strerror(q[1].write_err));
+	ck_assert_msg(q[1].write_err == EDQUOT, "natively: no EDQUOT (%s)",
+		      strerror(q[1].write_err));
 	ck_assert_msg(q[0].write_err == q[1].write_err && q[0].total == q[1].total &&
 			      q[0].fsync_err == q[1].fsync_err && q[0].close_err == q[1].close_err,
 		      "through the mount: %lld bytes taken, then write %s, fsync %s, close %s; "

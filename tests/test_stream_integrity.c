@@ -24,8 +24,8 @@
 
 /* ---- every write path, across unmount, drop_caches and remount ------------------ */
 static const char *const paths_rel[] = { "c.dat", "d.mkv", "r.flac", "w.rec", "auto/a.bin" };
-static const char *const paths_cls[] = { "cache", "dontcache", "dontcache-read",
-					 "dontcache-write", "auto" };
+static const char *const paths_cls[] = { "cache", "dontcache", "dontcache-read", "dontcache-write",
+					 "auto" };
 #define NPATHS 5
 
 static void remount_cleanup(void)
@@ -37,7 +37,6 @@ static void remount_cleanup(void)
 		sleep_ms(200);
 	}
 }
-
 
 START_TEST(stream_integrity_remount)
 {
@@ -56,7 +55,8 @@ START_TEST(stream_integrity_remount)
 	for (int i = 0; i < NPATHS; i++) {
 		want[i] = malloc(len + (256 << 10));
 		fill_pattern(want[i], len, 5000 + (unsigned)i);
-		int fd = open(path_at(m.mnt, "%s", paths_rel[i]), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+		int fd = open(path_at(m.mnt, "%s", paths_rel[i]), O_CREAT | O_TRUNC | O_WRONLY,
+			      0644);
 		ck_assert_msg(fd >= 0, "create %s: %s", paths_rel[i], strerror(errno));
 		/* sequential, odd request sizes */
 		for (size_t off = 0; off < len;) {
@@ -119,22 +119,22 @@ START_TEST(stream_odirect)
 		for (size_t off = 0; off < len;) {
 			size_t n = off < (4 << 20) ? 4096 : 1 << 20;
 			ssize_t w = pwrite(fd, src + off, n, (off_t)off);
-			ck_assert_msg(w == (ssize_t)n, "%s: O_DIRECT pwrite %zu at %zu: %zd (%s)", rels[f],
-				      n, off, w, strerror(errno));
+			ck_assert_msg(w == (ssize_t)n, "%s: O_DIRECT pwrite %zu at %zu: %zd (%s)",
+				      rels[f], n, off, w, strerror(errno));
 			off += n;
 		}
 		memset(back, 0, len);
 		for (size_t off = 0; off < len; off += 4096) {
 			ssize_t r = pread(fd, back + off, 4096, (off_t)off);
-			ck_assert_msg(r == 4096, "%s: O_DIRECT pread 4K at %zu: %zd (%s)", rels[f], off, r,
-				      strerror(errno));
+			ck_assert_msg(r == 4096, "%s: O_DIRECT pread 4K at %zu: %zd (%s)", rels[f],
+				      off, r, strerror(errno));
 		}
 		ck_assert_msg(memcmp(src, back, len) == 0, "%s: O_DIRECT 4K reads differ", rels[f]);
 		memset(back, 0, len);
 		for (size_t off = 0; off < len; off += 1 << 20) {
 			ssize_t r = pread(fd, back + off, 1 << 20, (off_t)off);
-			ck_assert_msg(r == 1 << 20, "%s: O_DIRECT pread 1M at %zu: %zd (%s)", rels[f], off,
-				      r, strerror(errno));
+			ck_assert_msg(r == 1 << 20, "%s: O_DIRECT pread 1M at %zu: %zd (%s)",
+				      rels[f], off, r, strerror(errno));
 		}
 		ck_assert_msg(memcmp(src, back, len) == 0, "%s: O_DIRECT 1M reads differ", rels[f]);
 		/* a read across EOF */
@@ -182,8 +182,10 @@ START_TEST(stream_mmap)
 			ck_assert_msg(p != MAP_FAILED, "%s: MAP_SHARED: %s", rels[i], strerror(e));
 			ck_assert(memcmp(p, src, len) == 0);
 			munmap(p, len);
-			unsigned char *w = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-			ck_assert_msg(w != MAP_FAILED, "%s: MAP_SHARED RW: %s", rels[i], strerror(errno));
+			unsigned char *w =
+				mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+			ck_assert_msg(w != MAP_FAILED, "%s: MAP_SHARED RW: %s", rels[i],
+				      strerror(errno));
 			memset(w + 4096, 0xA5, 8192);
 			ck_assert_int_eq(msync(w, len, MS_SYNC), 0);
 			munmap(w, len);
@@ -241,7 +243,8 @@ static void mf_trace(struct mfile *f, long op, char kind, size_t off, size_t len
 static void mf_trace_dump(const struct mfile *f, size_t bad)
 {
 	unsigned long from = f->ntr > NTRACE ? f->ntr - NTRACE : 0;
-	fprintf(stderr, "%s: last %lu operations (* covers offset %zu):\n", f->rel, f->ntr - from, bad);
+	fprintf(stderr, "%s: last %lu operations (* covers offset %zu):\n", f->rel, f->ntr - from,
+		bad);
 	for (unsigned long n = from; n < f->ntr; n++) {
 		unsigned long i = n % NTRACE;
 		int covers = bad >= f->tr[i].off && bad < f->tr[i].off + f->tr[i].len;
@@ -273,7 +276,8 @@ static void mf_open(struct mfile *f)
 	f->rw = open(SM("%s", f->rel), O_RDWR | O_CREAT, 0644);
 	f->ro = open(SM("%s", f->rel), O_RDONLY);
 	f->ap = open(SM("%s", f->rel), O_WRONLY | O_APPEND);
-	ck_assert_msg(f->rw >= 0 && f->ro >= 0 && f->ap >= 0, "open %s: %s", f->rel, strerror(errno));
+	ck_assert_msg(f->rw >= 0 && f->ro >= 0 && f->ap >= 0, "open %s: %s", f->rel,
+		      strerror(errno));
 }
 
 static void mf_close(struct mfile *f)
@@ -311,8 +315,10 @@ static void check_read(struct mfile *f, int fd, size_t off, size_t len, long op,
 	ssize_t want = off >= f->size ? 0 : (ssize_t)(len < f->size - off ? len : f->size - off);
 	ssize_t r = pread(fd, rbuf, len, (off_t)off);
 	mf_trace(f, op, fd == f->ro ? 'o' : 'r', off, len);
-	ck_assert_msg(r == want, "seed %u op %ld %s %s: pread(%zu @ %zu) = %zd (%s), model size %zu -> %zd",
-		      seed, op, what, f->rel, len, off, r, r < 0 ? strerror(errno) : "", f->size, want);
+	ck_assert_msg(r == want,
+		      "seed %u op %ld %s %s: pread(%zu @ %zu) = %zd (%s), model size %zu -> %zd",
+		      seed, op, what, f->rel, len, off, r, r < 0 ? strerror(errno) : "", f->size,
+		      want);
 	if (want > 0 && memcmp(rbuf, f->m + off, (size_t)want) != 0) {
 		size_t i = 0;
 		while (rbuf[i] == f->m[off + i])
@@ -331,11 +337,12 @@ static void check_read(struct mfile *f, int fd, size_t off, size_t len, long op,
 			close(nfd);
 		}
 		mf_trace_dump(f, off + i);
-		ck_abort_msg("seed %u op %ld %s %s: pread(%zu @ %zu) differs from the model at offset %zu "
-			     "(got %#x, want %#x), size %zu; read again: same handle %#x, fresh handle %#x, "
-			     "backing file %#x",
-			     seed, op, what, f->rel, len, off, off + i, rbuf[i], f->m[off + i], f->size,
-			     again, fresh, backing);
+		ck_abort_msg(
+			"seed %u op %ld %s %s: pread(%zu @ %zu) differs from the model at offset %zu "
+			"(got %#x, want %#x), size %zu; read again: same handle %#x, fresh handle %#x, "
+			"backing file %#x",
+			seed, op, what, f->rel, len, off, off + i, rbuf[i], f->m[off + i], f->size,
+			again, fresh, backing);
 	}
 }
 
@@ -343,8 +350,8 @@ static void do_write(struct mfile *f, size_t off, size_t len, long op, unsigned 
 {
 	const unsigned char *wbuf = pool_slice(len);
 	ssize_t w = pwrite(f->rw, wbuf, len, (off_t)off);
-	ck_assert_msg(w == (ssize_t)len, "seed %u op %ld %s: pwrite(%zu @ %zu) = %zd (%s)", seed, op,
-		      f->rel, len, off, w, strerror(errno));
+	ck_assert_msg(w == (ssize_t)len, "seed %u op %ld %s: pwrite(%zu @ %zu) = %zd (%s)", seed,
+		      op, f->rel, len, off, w, strerror(errno));
 	grow_zero(f, off);
 	memcpy(f->m + off, wbuf, len);
 	if (off + len > f->size)
@@ -446,8 +453,9 @@ static void random_ops(unsigned seed, long nops)
 			counts[2]++;
 		} else if (r < 680) { /* truncate */
 			size_t ns = rnd() % 4 == 0 ? 0 : rnd() % RCAP;
-			ck_assert_msg(ftruncate(f->rw, (off_t)ns) == 0, "seed %u op %ld %s: ftruncate %zu: %s",
-				      seed, op, f->rel, ns, strerror(errno));
+			ck_assert_msg(ftruncate(f->rw, (off_t)ns) == 0,
+				      "seed %u op %ld %s: ftruncate %zu: %s", seed, op, f->rel, ns,
+				      strerror(errno));
 			grow_zero(f, ns);
 			f->size = ns;
 			mf_trace(f, op, 't', ns, 0);
@@ -456,8 +464,8 @@ static void random_ops(unsigned seed, long nops)
 			size_t len = rnd_len();
 			size_t off = rnd() % (RCAP - len);
 			ck_assert_msg(fallocate(f->rw, 0, (off_t)off, (off_t)len) == 0,
-				      "seed %u op %ld %s: fallocate(0, %zu, %zu): %s", seed, op, f->rel, off,
-				      len, strerror(errno));
+				      "seed %u op %ld %s: fallocate(0, %zu, %zu): %s", seed, op,
+				      f->rel, off, len, strerror(errno));
 			grow_zero(f, off + len);
 			if (off + len > f->size)
 				f->size = off + len;
@@ -466,9 +474,10 @@ static void random_ops(unsigned seed, long nops)
 		} else if (r < 750) { /* fallocate KEEP_SIZE */
 			size_t len = rnd_len();
 			size_t off = rnd() % (RCAP - len);
-			ck_assert_msg(fallocate(f->rw, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == 0,
-				      "seed %u op %ld %s: fallocate(KEEP_SIZE, %zu, %zu): %s", seed, op,
-				      f->rel, off, len, strerror(errno));
+			ck_assert_msg(
+				fallocate(f->rw, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == 0,
+				"seed %u op %ld %s: fallocate(KEEP_SIZE, %zu, %zu): %s", seed, op,
+				f->rel, off, len, strerror(errno));
 			mf_trace(f, op, 'k', off, len);
 			counts[5]++;
 		} else if (r < 830) { /* punch hole */
@@ -476,12 +485,13 @@ static void random_ops(unsigned seed, long nops)
 			size_t off = rnd() % (f->size + 4096);
 			if (off + len > RCAP)
 				len = RCAP - off;
-			ck_assert_msg(fallocate(f->rw, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
-						(off_t)len) == 0,
-				      "seed %u op %ld %s: punch hole(%zu, %zu): %s", seed, op, f->rel, off,
-				      len, strerror(errno));
+			ck_assert_msg(fallocate(f->rw, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+						(off_t)off, (off_t)len) == 0,
+				      "seed %u op %ld %s: punch hole(%zu, %zu): %s", seed, op,
+				      f->rel, off, len, strerror(errno));
 			if (off < f->size)
-				memset(f->m + off, 0, (off + len < f->size ? off + len : f->size) - off);
+				memset(f->m + off, 0,
+				       (off + len < f->size ? off + len : f->size) - off);
 			mf_trace(f, op, 'p', off, len);
 			counts[6]++;
 		} else if (r < 880) { /* append */
@@ -493,8 +503,8 @@ static void random_ops(unsigned seed, long nops)
 			}
 			const unsigned char *wbuf = pool_slice(len);
 			ssize_t w = write(f->ap, wbuf, len);
-			ck_assert_msg(w == (ssize_t)len, "seed %u op %ld %s: append %zu: %zd (%s)", seed, op,
-				      f->rel, len, w, strerror(errno));
+			ck_assert_msg(w == (ssize_t)len, "seed %u op %ld %s: append %zu: %zd (%s)",
+				      seed, op, f->rel, len, w, strerror(errno));
 			memcpy(f->m + f->size, wbuf, len);
 			f->size += len;
 			mf_trace(f, op, 'a', f->size - len, len);
@@ -503,15 +513,16 @@ static void random_ops(unsigned seed, long nops)
 			int which = (int)(rnd() % 3);
 			int fd = which == 0 ? f->rw : which == 1 ? f->ro : f->ap;
 			ck_assert_msg((rnd() % 2 ? fdatasync(fd) : fsync(fd)) == 0,
-				      "seed %u op %ld %s: fsync: %s", seed, op, f->rel, strerror(errno));
+				      "seed %u op %ld %s: fsync: %s", seed, op, f->rel,
+				      strerror(errno));
 			mf_trace(f, op, 's', 0, 0);
 			counts[11]++;
 		} else if (r < 960) { /* size */
 			struct stat st;
 			ck_assert_int_eq(fstat(rnd() % 2 ? f->ro : f->rw, &st), 0);
 			ck_assert_msg((size_t)st.st_size == f->size,
-				      "seed %u op %ld %s: st_size %lld, model %zu", seed, op, f->rel,
-				      (long long)st.st_size, f->size);
+				      "seed %u op %ld %s: st_size %lld, model %zu", seed, op,
+				      f->rel, (long long)st.st_size, f->size);
 			counts[8]++;
 		} else if (r < 985) { /* reopen: classified again */
 			mf_close(f);
@@ -519,10 +530,11 @@ static void random_ops(unsigned seed, long nops)
 			mf_trace(f, op, 'O', 0, 0);
 			counts[9]++;
 		} else { /* whole-file check */
-			check_read(f, f->ro, 0, f->size < (1 << 20) ? f->size + 1 : 1 << 20, op, seed,
-				   "head");
+			check_read(f, f->ro, 0, f->size < (1 << 20) ? f->size + 1 : 1 << 20, op,
+				   seed, "head");
 			if (f->size > (1 << 20))
-				check_read(f, f->rw, f->size - (1 << 20), 1 << 20, op, seed, "tail");
+				check_read(f, f->rw, f->size - (1 << 20), 1 << 20, op, seed,
+					   "tail");
 			counts[10]++;
 		}
 	}
@@ -558,7 +570,8 @@ START_TEST(stream_random_ops)
 	long long sw0 = stats_get(g_sm.mnt, "auto", "switched");
 	random_ops(0xdc0 + (unsigned)g_sk, nops[g_sk]);
 	long long sw1 = stats_get(g_sm.mnt, "auto", "switched");
-	ck_assert_msg(sw1 > sw0, "the exerciser never switched an auto handle (auto.switched %lld)", sw1);
+	ck_assert_msg(sw1 > sw0, "the exerciser never switched an auto handle (auto.switched %lld)",
+		      sw1);
 }
 END_TEST
 

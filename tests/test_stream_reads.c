@@ -45,8 +45,8 @@ static long long fra_wait_le(int fd, long long max, double timeout_s)
 	return n;
 }
 
-static void fra_read_case(struct own_mount *m, const char *rel, const unsigned char *src,
-			  size_t rs, int obs, int cached, char *msg, size_t msglen)
+static void fra_read_case(struct own_mount *m, const char *rel, const unsigned char *src, size_t rs,
+			  int obs, int cached, char *msg, size_t msglen)
 {
 	char path[PATH_MAX + 64];
 	snprintf(path, sizeof path, "%s/%s", m->mnt, rel);
@@ -58,8 +58,10 @@ static void fra_read_case(struct own_mount *m, const char *rel, const unsigned c
 	long long peak = 0;
 	for (size_t off = 0; off < BIG; off += rs) {
 		ssize_t r = read(fd, b, rs);
-		ck_assert_msg(r == (ssize_t)rs, "read %zu at %zu: %zd (%s)", rs, off, r, strerror(errno));
-		ck_assert_msg(memcmp(b, src + off, rs) == 0, "%s: data differs in [%zu, +%zu)", rel, off, rs);
+		ck_assert_msg(r == (ssize_t)rs, "read %zu at %zu: %zd (%s)", rs, off, r,
+			      strerror(errno));
+		ck_assert_msg(memcmp(b, src + off, rs) == 0, "%s: data differs in [%zu, +%zu)", rel,
+			      off, rs);
 		if ((off & ((8u << 20) - 1)) == 0) {
 			long long n = resident_pages(obs);
 			if (n > peak)
@@ -77,21 +79,25 @@ static void fra_read_case(struct own_mount *m, const char *rel, const unsigned c
 	if (!cached) {
 		/* direct I/O: one request per read(2), nothing in the FUSE cache */
 		if (q1 - q0 < (long long)(BIG / rs) || peak != 0)
-			snprintf(msg + ml, msglen - ml,
-				 "\n  fuse_readahead = no, %zu-byte reads: %lld READ requests (want >= %zu), %lld FUSE pages",
-				 rs, q1 - q0, BIG / rs, peak);
+			snprintf(
+				msg + ml, msglen - ml,
+				"\n  fuse_readahead = no, %zu-byte reads: %lld READ requests (want >= %zu), %lld FUSE pages",
+				rs, q1 - q0, BIG / rs, peak);
 		return;
 	}
 	if (peak > FRA_MAX_PAGES)
-		snprintf(msg + ml, msglen - ml, "\n  %zu-byte reads: %lld FUSE pages while reading (allowed %d)",
-			 rs, peak, FRA_MAX_PAGES);
+		snprintf(msg + ml, msglen - ml,
+			 "\n  %zu-byte reads: %lld FUSE pages while reading (allowed %d)", rs, peak,
+			 FRA_MAX_PAGES);
 	ml = strlen(msg);
 	if (after != 0)
-		snprintf(msg + ml, msglen - ml, "\n  %zu-byte reads: %lld FUSE pages 5s after close", rs, after);
+		snprintf(msg + ml, msglen - ml,
+			 "\n  %zu-byte reads: %lld FUSE pages 5s after close", rs, after);
 	ml = strlen(msg);
 	/* 4 KiB reads in direct I/O would be 16384 requests */
 	if (rs == 4096 && q1 - q0 > (long long)(BIG / (64 << 10)))
-		snprintf(msg + ml, msglen - ml, "\n  4K reads: %lld READ requests (not read ahead by the kernel)",
+		snprintf(msg + ml, msglen - ml,
+			 "\n  4K reads: %lld READ requests (not read ahead by the kernel)",
 			 q1 - q0);
 }
 
@@ -132,14 +138,17 @@ static void fra_case(int cached, char *msg, size_t msglen)
 		fra_read_case(m, "fra.mkv", src, sizes[i], obs, cached, msg, msglen);
 	long long o1 = stats_get(m->mnt, "dontcache", "opened_fuse_readahead");
 	if (o0 < 0 || o1 - o0 != (cached ? 3 : 0))
-		snprintf(msg + strlen(msg), msglen - strlen(msg),
-			 "\n  fuse_readahead = %s: opened_fuse_readahead %lld -> %lld for 3 read-only opens",
-			 cached ? "yes" : "no", o0, o1);
+		snprintf(
+			msg + strlen(msg), msglen - strlen(msg),
+			"\n  fuse_readahead = %s: opened_fuse_readahead %lld -> %lld for 3 read-only opens",
+			cached ? "yes" : "no", o0, o1);
 	long long left = wait_resident_le(ep, max_left(), 10);
 	size_t ml = strlen(msg);
 	if (left > max_left() || left < 0)
-		snprintf(msg + ml, msglen - ml, "\n  fuse_readahead = %s: %lld backing pages resident after the reads (allowed %lld)",
-			 cached ? "yes" : "no", left, max_left());
+		snprintf(
+			msg + ml, msglen - ml,
+			"\n  fuse_readahead = %s: %lld backing pages resident after the reads (allowed %lld)",
+			cached ? "yes" : "no", left, max_left());
 
 	/* a random reader: what it leaves behind at each jump is dropped */
 	int fd = open(mp, O_RDONLY);
@@ -150,12 +159,14 @@ static void fra_case(int cached, char *msg, size_t msglen)
 		seed = seed * 1103515245u + 12345u;
 		off_t off = (off_t)((seed >> 4) % (BIG / sizeof b)) * (off_t)sizeof b;
 		ck_assert_int_eq(pread(fd, b, sizeof b, off), (ssize_t)sizeof b);
-		ck_assert_msg(memcmp(b, src + off, sizeof b) == 0, "random read at %lld differs", (long long)off);
+		ck_assert_msg(memcmp(b, src + off, sizeof b) == 0, "random read at %lld differs",
+			      (long long)off);
 	}
 	long long rnd = fra_wait_le(obs, FRA_MAX_PAGES, 3);
 	ml = strlen(msg);
 	if (rnd > FRA_MAX_PAGES)
-		snprintf(msg + ml, msglen - ml, "\n  fuse_readahead = %s, random reader: %lld FUSE pages (allowed %d)",
+		snprintf(msg + ml, msglen - ml,
+			 "\n  fuse_readahead = %s, random reader: %lld FUSE pages (allowed %d)",
 			 cached ? "yes" : "no", rnd, FRA_MAX_PAGES);
 
 	/* a write through another handle is seen by the cached reader at once */
@@ -168,7 +179,8 @@ static void fra_case(int cached, char *msg, size_t msglen)
 		nb[0] = (unsigned char)i;
 		ck_assert_int_eq(pwrite(wfd, nb, sizeof nb, 1 << 20), (ssize_t)sizeof nb);
 		ck_assert_int_eq(pread(fd, b, sizeof b, 1 << 20), (ssize_t)sizeof b);
-		ck_assert_msg(memcmp(b, nb, sizeof b) == 0, "round %d: the cached reader sees old data after a write", i);
+		ck_assert_msg(memcmp(b, nb, sizeof b) == 0,
+			      "round %d: the cached reader sees old data after a write", i);
 	}
 	close(wfd);
 	close(fd);
@@ -197,8 +209,8 @@ static long long ptr_read(const char *mp, const char *ep, const unsigned char *s
 	size_t off = 0;
 	ssize_t r;
 	while ((r = read(fd, b, rs)) > 0) {
-		ck_assert_msg(memcmp(b, src + off, (size_t)r) == 0, "%s: data differs near %zu (read size %zu)",
-			      mp, off, rs);
+		ck_assert_msg(memcmp(b, src + off, (size_t)r) == 0,
+			      "%s: data differs near %zu (read size %zu)", mp, off, rs);
 		off += (size_t)r;
 		if (off % (8u << 20) < (size_t)r) {
 			long long now = resident_pages(efd);
@@ -206,7 +218,8 @@ static long long ptr_read(const char *mp, const char *ep, const unsigned char *s
 				peak = now;
 		}
 	}
-	ck_assert_msg(r == 0 && off == PTR_SIZE, "%s: read %zu bytes (%s)", mp, off, r ? strerror(errno) : "eof");
+	ck_assert_msg(r == 0 && off == PTR_SIZE, "%s: read %zu bytes (%s)", mp, off,
+		      r ? strerror(errno) : "eof");
 	free(b);
 	close(fd);
 	close(efd);
@@ -278,23 +291,27 @@ START_TEST(stream_passthrough_reads)
 		long long left = wait_resident_le(ep, 0, 10); /* RELEASE comes after close(2) */
 		long long p1 = stats_get(m->mnt, "dontcache", "opened_passthrough");
 		long long r1 = stats_get(m->mnt, "dontcache", dc_counter(0));
-		long long d1 = stats_wait_ge(m->mnt, "dontcache", "dropped_behind", d0 + (long long)PTR_SIZE / 2, 10);
+		long long d1 = stats_wait_ge(m->mnt, "dontcache", "dropped_behind",
+					     d0 + (long long)PTR_SIZE / 2, 10);
 		printf("passthrough_reads %s %zu-byte reads: backing peak %lld pages, %lld after close, dropped_behind +%lld MiB\n",
 		       sk_names[g_sk], sizes[i], peak, left, (d1 - d0) >> 20);
 		ml = strlen(msg);
 		if (p1 - p0 != 1 || r1 != r0)
-			snprintf(msg + ml, sizeof msg - ml,
-				 "\n  %zu-byte reader: opened_passthrough %lld -> %lld, %s %lld -> %lld (want +1 and unchanged)",
-				 sizes[i], p0, p1, dc_counter(0), r0, r1);
+			snprintf(
+				msg + ml, sizeof msg - ml,
+				"\n  %zu-byte reader: opened_passthrough %lld -> %lld, %s %lld -> %lld (want +1 and unchanged)",
+				sizes[i], p0, p1, dc_counter(0), r0, r1);
 		ml = strlen(msg);
 		if (peak > PTR_MAX_PAGES || left != 0 || d1 - d0 < (long long)PTR_SIZE / 2)
-			snprintf(msg + ml, sizeof msg - ml,
-				 "\n  %zu-byte reader: backing peak %lld pages (allowed %d), %lld after close (allowed 0), dropped_behind +%lld",
-				 sizes[i], peak, PTR_MAX_PAGES, left, d1 - d0);
+			snprintf(
+				msg + ml, sizeof msg - ml,
+				"\n  %zu-byte reader: backing peak %lld pages (allowed %d), %lld after close (allowed 0), dropped_behind +%lld",
+				sizes[i], peak, PTR_MAX_PAGES, left, d1 - d0);
 		ml = strlen(msg);
 		long long fp = fuse_pages_of(mp);
 		if (fp != 0)
-			snprintf(msg + ml, sizeof msg - ml, "\n  %zu-byte reader: %lld FUSE pages", sizes[i], fp);
+			snprintf(msg + ml, sizeof msg - ml, "\n  %zu-byte reader: %lld FUSE pages",
+				 sizes[i], fp);
 	}
 
 	/* 2. A file in use at open (its pages are someone's): the daemon reads
@@ -314,9 +331,10 @@ START_TEST(stream_passthrough_reads)
 		close(efd);
 		ml = strlen(msg);
 		if (p1 != p0 || after < before * 9 / 10)
-			snprintf(msg + ml, sizeof msg - ml,
-				 "\n  file in use at open: opened_passthrough %lld -> %lld (want unchanged), resident %lld -> %lld pages (want kept)",
-				 p0, p1, before, after);
+			snprintf(
+				msg + ml, sizeof msg - ml,
+				"\n  file in use at open: opened_passthrough %lld -> %lld (want unchanged), resident %lld -> %lld pages (want kept)",
+				p0, p1, before, after);
 		drop_caches();
 	}
 
@@ -338,9 +356,10 @@ START_TEST(stream_passthrough_reads)
 		close(go);
 		ml = strlen(msg);
 		if (kept < (long long)(PTR_SIZE / 4096) * 9 / 10)
-			snprintf(msg + ml, sizeof msg - ml,
-				 "\n  with a cache-class handle open: %lld of %u pages kept (peak %lld)",
-				 kept, PTR_SIZE / 4096, peak);
+			snprintf(
+				msg + ml, sizeof msg - ml,
+				"\n  with a cache-class handle open: %lld of %u pages kept (peak %lld)",
+				kept, PTR_SIZE / 4096, peak);
 		drop_caches();
 	}
 
@@ -349,7 +368,8 @@ START_TEST(stream_passthrough_reads)
 		char conf2[sizeof conf + 32];
 		const char *g = strstr(conf, "[global]\n");
 		ck_assert_ptr_nonnull(g);
-		snprintf(conf2, sizeof conf2, "[global]\npassthrough_reads = no\n%s", g + strlen("[global]\n"));
+		snprintf(conf2, sizeof conf2, "[global]\npassthrough_reads = no\n%s",
+			 g + strlen("[global]\n"));
 		ck_assert_int_eq(own_reload(m, conf2), 1);
 		long long p0 = stats_get(m->mnt, "dontcache", "opened_passthrough");
 		long long r0 = stats_get(m->mnt, "dontcache", dc_counter(0));
@@ -359,9 +379,10 @@ START_TEST(stream_passthrough_reads)
 		long long left = wait_resident_le(ep, max_left(), 10);
 		ml = strlen(msg);
 		if (p1 != p0 || r1 - r0 < (long long)PTR_SIZE || left > max_left())
-			snprintf(msg + ml, sizeof msg - ml,
-				 "\n  passthrough_reads = no: opened_passthrough %lld -> %lld, %s +%lld, %lld pages left",
-				 p0, p1, dc_counter(0), r1 - r0, left);
+			snprintf(
+				msg + ml, sizeof msg - ml,
+				"\n  passthrough_reads = no: opened_passthrough %lld -> %lld, %s +%lld, %lld pages left",
+				p0, p1, dc_counter(0), r1 - r0, left);
 	}
 	free(src);
 	unlink(ep);

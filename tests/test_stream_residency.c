@@ -39,21 +39,24 @@ START_TEST(stream_write_residency)
 		write_all_chunks(fd, src, BIG, rs);
 		ck_assert_int_eq(close(fd), 0);
 		long long w1 = stats_get(g_sm.mnt, "dontcache", dc_counter(1));
-		ck_assert_msg(w1 - w0 >= (long long)BIG, "%s: dontcache.%s grew by %lld, expected >= %u",
-			      rel, dc_counter(1), w1 - w0, BIG);
+		ck_assert_msg(w1 - w0 >= (long long)BIG,
+			      "%s: dontcache.%s grew by %lld, expected >= %u", rel, dc_counter(1),
+			      w1 - w0, BIG);
 		long long left = wait_resident_le(SE("%s", rel), max_left(), 10);
 		if (left > max_left() || left < 0)
-			snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
-				 "\n  %s: %lld backing pages resident 10s after a 64M write in %zu-byte write() calls from a malloc'd buffer (allowed %lld)",
-				 rel, left, rs, max_left());
+			snprintf(
+				msg + strlen(msg), sizeof msg - strlen(msg),
+				"\n  %s: %lld backing pages resident 10s after a 64M write in %zu-byte write() calls from a malloc'd buffer (allowed %lld)",
+				rel, left, rs, max_left());
 		/* read back through the mount, uncached */
 		drop_caches();
 		read_compare(SM("%s", rel), src, BIG, 1 << 20);
 		left = wait_resident_le(SE("%s", rel), max_left(), 10);
 		if (left > max_left() || left < 0)
-			snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
-				 "\n  %s: %lld backing pages resident 10s after reading it back in 1M read() calls (allowed %lld)",
-				 rel, left, max_left());
+			snprintf(
+				msg + strlen(msg), sizeof msg - strlen(msg),
+				"\n  %s: %lld backing pages resident 10s after reading it back in 1M read() calls (allowed %lld)",
+				rel, left, max_left());
 		unlink(SE("%s", rel));
 	}
 	/* the probe result for this backing fs */
@@ -95,20 +98,24 @@ START_TEST(stream_read_residency)
 		 * by the daemon uncached: either way every byte is accounted.
 		 * What the release drops is counted when RELEASE arrives, after
 		 * close(2) returned. */
-		long long d1 = p1 > p0 ? stats_wait_ge(g_sm.mnt, cls, "dropped_behind", d0 + (long long)len / 2, 10)
+		long long d1 = p1 > p0 ? stats_wait_ge(g_sm.mnt, cls, "dropped_behind",
+						       d0 + (long long)len / 2, 10)
 				       : d0;
 		if (p1 > p0)
-			ck_assert_msg(d1 - d0 >= (long long)len / 2,
-				      "%s: passthrough reader, dropped_behind grew by %lld, expected >= %zu",
-				      rel, d1 - d0, len / 2);
+			ck_assert_msg(
+				d1 - d0 >= (long long)len / 2,
+				"%s: passthrough reader, dropped_behind grew by %lld, expected >= %zu",
+				rel, d1 - d0, len / 2);
 		else
-			ck_assert_msg(r1 - r0 >= (long long)len, "%s: %s grew by %lld, expected >= %zu",
-				      rel, dc_counter(0), r1 - r0, len);
+			ck_assert_msg(r1 - r0 >= (long long)len,
+				      "%s: %s grew by %lld, expected >= %zu", rel, dc_counter(0),
+				      r1 - r0, len);
 		long long left = wait_resident_le(SE("%s", rel), max_left(), 10);
 		if (left > max_left() || left < 0)
-			snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
-				 "\n  %s: %lld backing pages resident 10s after reading %zu bytes in %zu-byte requests (allowed %lld)",
-				 rel, left, len, rs, max_left());
+			snprintf(
+				msg + strlen(msg), sizeof msg - strlen(msg),
+				"\n  %s: %lld backing pages resident 10s after reading %zu bytes in %zu-byte requests (allowed %lld)",
+				rel, left, len, rs, max_left());
 		/* FOPEN_DIRECT_IO: nothing in the mount's page cache either */
 		int fd = open(SM("%s", rel), O_RDONLY);
 		ck_assert_int_ge(fd, 0);
@@ -116,7 +123,8 @@ START_TEST(stream_read_residency)
 		close(fd);
 		if (fm != 0)
 			snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
-				 "\n  %s: %lld pages in the FUSE page cache after an uncached read", rel, fm);
+				 "\n  %s: %lld pages in the FUSE page cache after an uncached read",
+				 rel, fm);
 	}
 	unlink(SE("r.mkv"));
 	unlink(SE("r.flac"));
@@ -185,11 +193,13 @@ static int keep_attempt(const unsigned char *src, char *msg, size_t msglen)
 	}
 	if (mid != want)
 		snprintf(msg + strlen(msg), msglen - strlen(msg),
-			 "\n  after a streamed read: %lld of %lld pre-resident pages left", mid, want);
+			 "\n  after a streamed read: %lld of %lld pre-resident pages left", mid,
+			 want);
 	if (all > pre + max_left())
-		snprintf(msg + strlen(msg), msglen - strlen(msg),
-			 "\n  after a streamed read (1M read() calls): %lld pages resident (%lld before, allowed +%lld)",
-			 all, pre, max_left());
+		snprintf(
+			msg + strlen(msg), msglen - strlen(msg),
+			"\n  after a streamed read (1M read() calls): %lld pages resident (%lld before, allowed +%lld)",
+			all, pre, max_left());
 	/* and a streamed overwrite of the whole file */
 	int fd = open(SM("keep.mkv"), O_WRONLY);
 	ck_assert_int_ge(fd, 0);
@@ -199,18 +209,20 @@ static int keep_attempt(const unsigned char *src, char *msg, size_t msglen)
 	all = wait_resident_le(SE("keep.mkv"), before_w + max_left(), 5);
 	mid = resident_range(bfd, KEEP_LO, KEEP_HL);
 	if (resident_pages(cfd) != want) {
-		snprintf(msg, msglen, "after the streamed write: mid %lld, canary %lld of %lld", mid,
-			 resident_pages(cfd), want);
+		snprintf(msg, msglen, "after the streamed write: mid %lld, canary %lld of %lld",
+			 mid, resident_pages(cfd), want);
 		ret = 2;
 		goto out;
 	}
 	if (mid != want)
 		snprintf(msg + strlen(msg), msglen - strlen(msg),
-			 "\n  after a streamed write: %lld of %lld pre-resident pages left", mid, want);
+			 "\n  after a streamed write: %lld of %lld pre-resident pages left", mid,
+			 want);
 	if (all > before_w + max_left())
-		snprintf(msg + strlen(msg), msglen - strlen(msg),
-			 "\n  after a streamed write (1M write() calls): %lld pages resident (%lld before, allowed +%lld)",
-			 all, before_w, max_left());
+		snprintf(
+			msg + strlen(msg), msglen - strlen(msg),
+			"\n  after a streamed write (1M write() calls): %lld pages resident (%lld before, allowed +%lld)",
+			all, before_w, max_left());
 	/* the resident pages hold the new data */
 	ck_assert_int_eq(pread(bfd, tmp, KEEP_HL, KEEP_LO), (ssize_t)KEEP_HL);
 	ck_assert_msg(memcmp(tmp, src + 1234 + KEEP_LO, KEEP_HL) == 0,
@@ -219,8 +231,8 @@ static int keep_attempt(const unsigned char *src, char *msg, size_t msglen)
 	ret = msg[0] ? 1 : 0;
 out:
 	if (ret == 2 && drops0 >= 0)
-		snprintf(msg + strlen(msg), msglen - strlen(msg), " (drop_caches ran %lld times meanwhile)",
-			 drops_so_far() - drops0);
+		snprintf(msg + strlen(msg), msglen - strlen(msg),
+			 " (drop_caches ran %lld times meanwhile)", drops_so_far() - drops0);
 	close(bfd);
 	close(cfd);
 	free(tmp);
@@ -244,8 +256,9 @@ START_TEST(stream_keeps_resident)
 				 attempt + 1, msg);
 	}
 	free(src);
-	ck_assert_msg(r != 2, "5 attempts disturbed: the page cache was dropped by someone else "
-			      "(a canary file lost its pages; is another test run or benchmark running?)%s",
+	ck_assert_msg(r != 2,
+		      "5 attempts disturbed: the page cache was dropped by someone else "
+		      "(a canary file lost its pages; is another test run or benchmark running?)%s",
 		      why);
 	/* KNOWN_FAILURES.md #8 (fixed): gating again */
 	ck_assert_msg(r == 0, "btrfs fallback:%s", msg);
@@ -314,9 +327,10 @@ START_TEST(stream_kw_window)
 		char rel[64];
 		snprintf(rel, sizeof rel, "kw-%zu.mkv", sizes[i]);
 		ck_assert_int_eq(write_file(path_at(m.exp, "%s", rel), "", 0, 0644), 0);
-		expect_write_mode(m.mnt, rel,
-				  kernel ? "; writes by the kernel (passthrough), written behind"
-					 : "; writes by the daemon engine: kernel-served writes are kept to ext4 and xfs");
+		expect_write_mode(
+			m.mnt, rel,
+			kernel ? "; writes by the kernel (passthrough), written behind"
+			       : "; writes by the daemon engine: kernel-served writes are kept to ext4 and xfs");
 		long long wb0 = stats_get(m.mnt, "dontcache", "opened_write_behind");
 		long long k0 = stats_get(m.mnt, "dontcache", "written_kernel");
 		long long d0 = stats_get(m.mnt, "dontcache", dc_counter(1));
@@ -329,7 +343,8 @@ START_TEST(stream_kw_window)
 		write_all_chunks(fd, src, BIG, sizes[i]);
 		ck_assert_int_eq(fsync(fd), 0);
 		ck_assert_int_eq(close(fd), 0);
-		long long left = wait_resident_le(path_at(m.exp, "%s", rel), kernel ? 0 : max_left(), 10);
+		long long left =
+			wait_resident_le(path_at(m.exp, "%s", rel), kernel ? 0 : max_left(), 10);
 		atomic_store(&ps.stop, 1);
 		pthread_join(th, NULL);
 		long long wb = stats_get(m.mnt, "dontcache", "opened_write_behind") - wb0;
@@ -337,24 +352,27 @@ START_TEST(stream_kw_window)
 		long long d = stats_get(m.mnt, "dontcache", dc_counter(1)) - d0;
 		printf("stream-%s kernel-served writes of %zu: peak %lld pages (%lld samples), %lld after close; "
 		       "opened_write_behind +%lld, written_kernel +%lld, %s +%lld\n",
-		       sk_names[g_sk], sizes[i], ps.peak, ps.samples, left, wb, k, dc_counter(1), d);
+		       sk_names[g_sk], sizes[i], ps.peak, ps.samples, left, wb, k, dc_counter(1),
+		       d);
 		fflush(stdout);
 		if (kernel) {
-			ck_assert_msg(wb == 1, "%s: opened_write_behind +%lld, expected 1", rel, wb);
+			ck_assert_msg(wb == 1, "%s: opened_write_behind +%lld, expected 1", rel,
+				      wb);
 			ck_assert_msg(k >= (long long)BIG && d == 0,
-				      "%s: written_kernel +%lld, %s +%lld: the daemon wrote", rel, k,
-				      dc_counter(1), d);
+				      "%s: written_kernel +%lld, %s +%lld: the daemon wrote", rel,
+				      k, dc_counter(1), d);
 			if (ps.peak > KW_WINDOW_PAGES)
 				snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
-					 "\n  %s: %lld pages resident at once (window %d)", rel, ps.peak,
-					 KW_WINDOW_PAGES);
+					 "\n  %s: %lld pages resident at once (window %d)", rel,
+					 ps.peak, KW_WINDOW_PAGES);
 			if (left != 0)
 				snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
-					 "\n  %s: %lld pages resident 10 s after the close", rel, left);
+					 "\n  %s: %lld pages resident 10 s after the close", rel,
+					 left);
 		} else {
 			ck_assert_msg(wb == 0 && d >= (long long)BIG,
-				      "%s: opened_write_behind +%lld, %s +%lld: not the engine", rel, wb,
-				      dc_counter(1), d);
+				      "%s: opened_write_behind +%lld, %s +%lld: not the engine",
+				      rel, wb, dc_counter(1), d);
 		}
 		drop_caches();
 		read_compare(path_at(m.mnt, "%s", rel), src, BIG, 1 << 20);
@@ -366,7 +384,9 @@ START_TEST(stream_kw_window)
 	char *tmp = malloc(8 << 20);
 	ck_assert_int_eq(pread(nfd, tmp, 8 << 20, 0), 8 << 20);
 	if (kernel)
-		expect_write_mode(m.mnt, "inuse.mkv", "; writes by the daemon engine: the file has cached pages (in use)");
+		expect_write_mode(
+			m.mnt, "inuse.mkv",
+			"; writes by the daemon engine: the file has cached pages (in use)");
 	long long wb0 = stats_get(m.mnt, "dontcache", "opened_write_behind");
 	int fd = open(path_at(m.mnt, "inuse.mkv"), O_WRONLY);
 	ck_assert_int_ge(fd, 0);
@@ -380,7 +400,7 @@ START_TEST(stream_kw_window)
 	/* The log says it, once per reason and filesystem. */
 	char *log = read_file_str(m.d.log);
 	ck_assert_msg(log && strstr(log, kernel ? "by the kernel (passthrough), written behind"
-						 : "kept to ext4 and xfs"),
+						: "kept to ext4 and xfs"),
 		      "the log does not say how write streams are served");
 	ck_assert_msg(!strstr(log, "cannot be paced"), "a writer could not be paced: %s",
 		      strstr(log, "cannot be paced"));
@@ -390,7 +410,6 @@ START_TEST(stream_kw_window)
 	ck_assert_msg(!msg[0], "kernel-served write streams:%s", msg);
 }
 END_TEST
-
 
 void stream_residency_tests(TCase *tc, enum skind k)
 {

@@ -33,8 +33,10 @@ static const struct {
 	const char *name;
 	size_t a, b, total;
 } appends[] = {
-	{ "1", 1, 1, 64 << 10 },	       { "100", 100, 100, 2 << 20 },
-	{ "4000", 4000, 4000, 16 << 20 },      { "10000", 10000, 10000, 16 << 20 },
+	{ "1", 1, 1, 64 << 10 },
+	{ "100", 100, 100, 2 << 20 },
+	{ "4000", 4000, 4000, 16 << 20 },
+	{ "10000", 10000, 10000, 16 << 20 },
 	{ "split", 1048560, 16, 16 << 20 },
 };
 
@@ -62,33 +64,36 @@ static void append_case(size_t i, int mode, const unsigned char *src, char *msg,
 	long long bw = stats_get(g_sm.mnt, "dontcache", "backing_writes") - bw0;
 	long long left = wait_resident_le(SE("%s", rel), 0, 10);
 	printf("stream-%s %s of %s bytes: %zu bytes, %lld backing writes, %lld pages resident before close, %lld after\n",
-	       sk_names[g_sk], mode ? "O_APPEND writes" : "appends", appends[i].name, appends[i].total, bw,
-	       open_left, left);
+	       sk_names[g_sk], mode ? "O_APPEND writes" : "appends", appends[i].name,
+	       appends[i].total, bw, open_left, left);
 	fflush(stdout);
 	size_t ml = strlen(msg);
 	if (left != 0)
-		snprintf(msg + ml, msglen - ml,
-			 "\n  %s: %lld backing pages resident 10s after close (appends of %s bytes)", rel, left,
-			 appends[i].name);
+		snprintf(
+			msg + ml, msglen - ml,
+			"\n  %s: %lld backing pages resident 10s after close (appends of %s bytes)",
+			rel, left, appends[i].name);
 	ml = strlen(msg);
 	if (appends[i].a >= 4000 && open_left > 1)
 		snprintf(msg + ml, msglen - ml,
-			 "\n  %s: %lld backing pages resident while open (appends of %s bytes)", rel, open_left,
-			 appends[i].name);
+			 "\n  %s: %lld backing pages resident while open (appends of %s bytes)",
+			 rel, open_left, appends[i].name);
 	/* 1 MiB backing writes (a few more where a request crosses the buffer's end) */
 	ml = strlen(msg);
 	if (g_sk != SK_BTRFS && appends[i].a >= 4000 &&
 	    (bw < 1 || bw > (long long)(appends[i].total >> 20) * 2 + 2))
-		snprintf(msg + ml, msglen - ml,
-			 "\n  %s: %lld backing writes for %zu bytes in %s-byte appends (not coalesced)", rel, bw,
-			 appends[i].total, appends[i].name);
+		snprintf(
+			msg + ml, msglen - ml,
+			"\n  %s: %lld backing writes for %zu bytes in %s-byte appends (not coalesced)",
+			rel, bw, appends[i].total, appends[i].name);
 	int mfd = open(SM("%s", rel), O_RDONLY);
 	ck_assert_int_ge(mfd, 0);
 	long long fm = resident_pages(mfd);
 	close(mfd);
 	ml = strlen(msg);
 	if (fm != 0)
-		snprintf(msg + ml, msglen - ml, "\n  %s: %lld pages in the FUSE page cache", rel, fm);
+		snprintf(msg + ml, msglen - ml, "\n  %s: %lld pages in the FUSE page cache", rel,
+			 fm);
 	read_compare(SE("%s", rel), src, appends[i].total, 1 << 20);
 	unlink(SE("%s", rel));
 }
@@ -129,13 +134,15 @@ START_TEST(stream_append_order)
 			n = total - off;
 		int fd = xs32(&rng) % 3 ? a : b;
 		ssize_t got = write(fd, src + off, n);
-		ck_assert_msg(got == (ssize_t)n, "append %zu at %zu: %zd (%s)", n, off, got, strerror(errno));
+		ck_assert_msg(got == (ssize_t)n, "append %zu at %zu: %zd (%s)", n, off, got,
+			      strerror(errno));
 		off += n;
 		if (k % 50 == 0) { /* a size check in between: sees every append */
 			struct stat st;
 			ck_assert_int_eq(fstat(w, &st), 0);
-			ck_assert_msg((size_t)st.st_size == off, "size %lld after %zu bytes appended",
-				      (long long)st.st_size, off);
+			ck_assert_msg((size_t)st.st_size == off,
+				      "size %lld after %zu bytes appended", (long long)st.st_size,
+				      off);
 		}
 	}
 	ck_assert_int_eq(close(a), 0);
@@ -196,7 +203,8 @@ START_TEST(stream_unaligned_1m)
 		ck_assert_msg(left <= max_left(), "%s: %lld pages resident after close", rel, left);
 		if (max_pages_limit() > 256)
 			ck_assert_msg(rq == (long long)n + shifted,
-				      "%s: %zu unaligned 1 MiB writes arrived as %lld requests", rel, n, rq);
+				      "%s: %zu unaligned 1 MiB writes arrived as %lld requests",
+				      rel, n, rq);
 		if (g_sk != SK_BTRFS)
 			/* one per request, one for the tail at close */
 			ck_assert_msg(bw >= 1 && bw <= (long long)n + 1,
@@ -234,7 +242,8 @@ static void peek(int r, const unsigned char *want, size_t off, const char *what)
 {
 	unsigned char got[65536];
 	ck_assert_int_eq(pread(r, got, sizeof got, (off_t)off), (ssize_t)sizeof got);
-	ck_assert_msg(memcmp(got, want + off, sizeof got) == 0, "%s: read at %zu differs", what, off);
+	ck_assert_msg(memcmp(got, want + off, sizeof got) == 0, "%s: read at %zu differs", what,
+		      off);
 }
 
 /*
@@ -291,7 +300,8 @@ static void adopted_case(const char *mnt, const char *exp, const char *label)
 	snprintf(bpath, sizeof bpath, "%s/adopt.mkv", exp);
 	long long ad0 = stats_get(mnt, "dontcache", "writes_adopted");
 	long long bg0 = stats_get(mnt, "dontcache", "background_writes");
-	ck_assert_msg(ad0 >= 0 && bg0 >= 0, "%s: no writes_adopted/background_writes counters", label);
+	ck_assert_msg(ad0 >= 0 && bg0 >= 0, "%s: no writes_adopted/background_writes counters",
+		      label);
 	/* 64 MiB the engine keeps free, this file, and what may be in flight */
 	long long free_mib = free_mib_settled(exp, 112);
 	ck_assert_msg(free_mib >= 112, "%s: the backing filesystem has only %lld MiB free", label,
@@ -349,14 +359,16 @@ static void adopted_case(const char *mnt, const char *exp, const char *label)
 	/* The fallback (btrfs) keeps what the other handles left resident as
 	 * someone else's pages (see stream_append_order). */
 	if (g_sk != SK_BTRFS)
-		ck_assert_msg(left <= max_left(), "%s: %lld pages resident after close", label, left);
+		ck_assert_msg(left <= max_left(), "%s: %lld pages resident after close", label,
+			      left);
 	int bfd = open(bpath, O_RDONLY);
 	ck_assert_int_ge(bfd, 0);
 	fd_compare(bfd, src, off, label);
 	close(bfd);
 	if (g_sk == SK_BTRFS) {
 		/* the fallback stays synchronous */
-		ck_assert_msg(ad == 0 && bg == 0, "%s: %lld adopted, %lld background on btrfs", label, ad, bg);
+		ck_assert_msg(ad == 0 && bg == 0, "%s: %lld adopted, %lld background on btrfs",
+			      label, ad, bg);
 	} else if (from_ring) {
 		ck_assert_msg(ad == 0, "%s: %lld writes adopted under io_uring", label, ad);
 		ck_assert_msg(bg >= big - 4, "%s: only %lld background writes for %d 1 MiB writes",
@@ -364,8 +376,10 @@ static void adopted_case(const char *mnt, const char *exp, const char *label)
 	} else {
 		/* each adopted write is one background write; a few may go through
 		 * at once (the first one probes the filesystem) */
-		ck_assert_msg(ad >= big - 4, "%s: only %lld of %d 1 MiB writes adopted", label, ad, big);
-		ck_assert_msg(bg >= ad, "%s: %lld adopted but %lld background writes", label, ad, bg);
+		ck_assert_msg(ad >= big - 4, "%s: only %lld of %d 1 MiB writes adopted", label, ad,
+			      big);
+		ck_assert_msg(bg >= ad, "%s: %lld adopted but %lld background writes", label, ad,
+			      bg);
 	}
 	unlink(bpath);
 	free(mem);
@@ -380,8 +394,8 @@ START_TEST(stream_adopted)
 	struct own_mount *one = &g_one;
 	char tag[64], err[4096];
 	snprintf(tag, sizeof tag, "adopt1-%s", sk_names[g_sk]);
-	ck_assert_msg(own_mount_start_argv(one, g_sm_root, tag, STREAM_CONF, "nopassthrough,nouring",
-					   "-s") == 0,
+	ck_assert_msg(own_mount_start_argv(one, g_sm_root, tag, STREAM_CONF,
+					   "nopassthrough,nouring", "-s") == 0,
 		      "%s", one->err);
 	ck_assert_msg(!serves_uring(one->mnt), "-o nouring: io_uring on");
 	adopted_case(one->mnt, one->exp, "-s, nopassthrough, nouring");

@@ -23,7 +23,11 @@
 
 #define UR_PARAM "/sys/module/fuse/parameters/enable_uring"
 
-enum { UK_DONTCACHE, UK_CACHE, UK_COUNT };
+enum {
+	UK_DONTCACHE,
+	UK_CACHE,
+	UK_COUNT
+};
 static const char *const uk_names[UK_COUNT] = { "uring-dontcache", "uring-cache" };
 static const char *const uk_confs[UK_COUNT] = {
 	"[global]\ndefault = dontcache\nmin_size = 0\n",
@@ -46,8 +50,14 @@ static void ur_setup(int k)
 	own_mount_start_opts(&g_um, root, uk_names[k], uk_confs[k], NULL);
 }
 
-static void ur_setup_dontcache(void) { ur_setup(UK_DONTCACHE); }
-static void ur_setup_cache(void) { ur_setup(UK_CACHE); }
+static void ur_setup_dontcache(void)
+{
+	ur_setup(UK_DONTCACHE);
+}
+static void ur_setup_cache(void)
+{
+	ur_setup(UK_CACHE);
+}
 
 static void ur_teardown(void)
 {
@@ -146,7 +156,8 @@ START_TEST(uring_integrity)
 		uint64_t h = ur_write(p, size, bss[i], (uint64_t)i + 1, i != 1);
 		ck_assert_msg(ur_read(p, size, bss[i]) == h, "%s differs through the mount", name);
 		path_in(e, sizeof e, g_um.exp, name);
-		ck_assert_msg(ur_read(e, size, 1 << 20) == h, "%s differs in the backing file", name);
+		ck_assert_msg(ur_read(e, size, 1 << 20) == h, "%s differs in the backing file",
+			      name);
 		/* rename, stat, unlink through the mount */
 		snprintf(name, sizeof name, "int-%zu.renamed", bss[i]);
 		path_in(q, sizeof q, g_um.mnt, name);
@@ -161,7 +172,8 @@ START_TEST(uring_integrity)
 	}
 	long long after = uring_requests();
 	if (!kernel_has_uring()) {
-		fprintf(stderr, "  %s: the kernel has no FUSE over io_uring: requests through /dev/fuse\n",
+		fprintf(stderr,
+			"  %s: the kernel has no FUSE over io_uring: requests through /dev/fuse\n",
 			uk_names[g_uk]);
 		return;
 	}
@@ -196,7 +208,8 @@ static void *rw_worker(void *p)
 		for (size_t off = 0; off < a->size; off += a->bs)
 			if (pwrite(fd, buf + off, a->bs, (off_t)off) != (ssize_t)a->bs) {
 				a->fail = 1;
-				snprintf(a->why, sizeof a->why, "pwrite at %zu: %s", off, strerror(errno));
+				snprintf(a->why, sizeof a->why, "pwrite at %zu: %s", off,
+					 strerror(errno));
 				break;
 			}
 		if (!a->fail && fdatasync(fd) != 0) {
@@ -206,7 +219,8 @@ static void *rw_worker(void *p)
 		for (size_t off = 0; !a->fail && off < a->size; off += a->bs)
 			if (pread(fd, got + off, a->bs, (off_t)off) != (ssize_t)a->bs) {
 				a->fail = 1;
-				snprintf(a->why, sizeof a->why, "pread at %zu: %s", off, strerror(errno));
+				snprintf(a->why, sizeof a->why, "pread at %zu: %s", off,
+					 strerror(errno));
 			}
 		close(fd);
 		if (!a->fail && memcmp(buf, got, a->size) != 0) {
@@ -245,7 +259,8 @@ static void *ro_worker(void *p)
 		free(all);
 		if (total != a->size || h != a->seed) {
 			a->fail = 1;
-			snprintf(a->why, sizeof a->why, "round %d: %zu bytes, hash differs", r, total);
+			snprintf(a->why, sizeof a->why, "round %d: %zu bytes, hash differs", r,
+				 total);
 		}
 	}
 	free(buf);

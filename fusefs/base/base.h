@@ -32,22 +32,22 @@ enum stat_kind {
 	ST_READ_CACHED,
 	ST_WRITE_CACHED,
 	ST_SWITCHED,
-	ST_PASSTHROUGH, /* opens whose I/O the kernel does (passthrough.c) */
-	ST_WRITE_REQUESTS,   /* FUSE write requests of uncached handles */
-	ST_COALESCED,	     /* writes acknowledged from the buffer */
-	ST_BACKING_WRITES,   /* backing write syscalls */
-	ST_BUFFERED,	     /* bytes acknowledged, not yet written (gauge) */
-	ST_WRITEBACK_WAITS,  /* waits for writeback behind a stream */
-	ST_DEFERRED_ERRORS,  /* failed writes of acknowledged data */
+	ST_PASSTHROUGH,	      /* opens whose I/O the kernel does (passthrough.c) */
+	ST_WRITE_REQUESTS,    /* FUSE write requests of uncached handles */
+	ST_COALESCED,	      /* writes acknowledged from the buffer */
+	ST_BACKING_WRITES,    /* backing write syscalls */
+	ST_BUFFERED,	      /* bytes acknowledged, not yet written (gauge) */
+	ST_WRITEBACK_WAITS,   /* waits for writeback behind a stream */
+	ST_DEFERRED_ERRORS,   /* failed writes of acknowledged data */
 	ST_DEFERRED_REPORTED, /* such errors returned to a handle */
-	ST_INFLIGHT,	     /* bytes queued for background writes (gauge) */
-	ST_QUEUE_WAITS,	     /* requests that waited for room in the queue */
+	ST_INFLIGHT,	      /* bytes queued for background writes (gauge) */
+	ST_QUEUE_WAITS,	      /* requests that waited for room in the queue */
 	ST_BACKGROUND_WRITES, /* backing writes made by a handle's worker */
-	ST_PREFETCHES,	     /* read-ahead windows read in the background */
-	ST_PREFETCH_WAITS,   /* requests that waited for one */
-	ST_ADOPTED,	     /* background writes from the request's own memory */
-	ST_FUSE_READAHEAD,   /* read-only opens through the FUSE cache */
-	ST_DROPPED_BEHIND,   /* bytes dropped behind passthrough readers */
+	ST_PREFETCHES,	      /* read-ahead windows read in the background */
+	ST_PREFETCH_WAITS,    /* requests that waited for one */
+	ST_ADOPTED,	      /* background writes from the request's own memory */
+	ST_FUSE_READAHEAD,    /* read-only opens through the FUSE cache */
+	ST_DROPPED_BEHIND,    /* bytes dropped behind passthrough readers */
 	/*
 	 * Bytes the kernel moved itself (passthrough): dcfs sees no request,
 	 * so these are estimates from what it can observe (io/dropbehind.c,
@@ -64,8 +64,7 @@ enum stat_kind {
 
 /* log.c */
 void log_init(bool foreground, int debug);
-void log_msg(enum fuse_log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+void log_msg(enum fuse_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool log_enabled(enum fuse_log_level level);
 void log_set_level(int level);
 

@@ -53,8 +53,7 @@ static const char *const kind_names[ST__COUNT] = {
 void stats_add(int policy, enum stat_kind k, uint64_t n)
 {
 	if (policy > 0 && policy < POLICY__COUNT)
-		atomic_fetch_add_explicit(&counters[policy][k], n,
-					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&counters[policy][k], n, memory_order_relaxed);
 }
 
 /* For the counters that are a most-seen value (a high-water mark). */
@@ -80,4 +79,3 @@ const char *stats_kind_name(enum stat_kind k)
 {
 	return kind_names[k];
 }
-

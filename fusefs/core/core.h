@@ -29,10 +29,10 @@
 struct file_handle;
 
 struct dcfs_inode {
-	struct dcfs_inode *hnext; /* hash chain, protected by table lock */
+	struct dcfs_inode *hnext;  /* hash chain, protected by table lock */
 	struct dcfs_inode *idnext; /* node id chain (nodeid.c), table lock */
 	uint64_t nodeid;	   /* what the kernel knows it by */
-	bool ghost; /* forgotten by the kernel, kept for export (inode.c) */
+	bool ghost;		   /* forgotten by the kernel, kept for export (inode.c) */
 	/* io_select.c: whether close(2) on its filesystem does anything */
 	_Atomic unsigned char close_kind;
 	struct dcfs_inode *gprev, *gnext; /* ghost list, table lock */
@@ -44,8 +44,8 @@ struct dcfs_inode {
 	struct dcfs_inode *lru_prev, *lru_next;
 	dev_t dev;
 	ino_t ino;
-	mode_t type; /* S_IFMT bits; fixed for the inode's life */
-	uint32_t gen; /* generation told to the kernel (handle.c), fixed */
+	mode_t type;	  /* S_IFMT bits; fixed for the inode's life */
+	uint32_t gen;	  /* generation told to the kernel (handle.c), fixed */
 	uint64_t nlookup; /* protected by table lock */
 	/* Bumped by every change of the data through the mount. */
 	_Atomic uint64_t data_gen;
@@ -87,7 +87,7 @@ struct dcfs_options {
 	int allow_other;
 	int allow_root;
 	int nopassthrough;
-	int uring; /* -o uring: FUSE over io_uring */
+	int uring;    /* -o uring: FUSE over io_uring */
 	int readonly; /* -o ro (passed on to the kernel too) */
 };
 
@@ -99,7 +99,7 @@ struct dcfs_fs {
 	size_t ninodes;
 	struct dcfs_options opt;
 	const char *config_origin; /* why this config: config=, the default, none */
-	bool privileged; /* daemon runs as root: can chown to the caller */
+	bool privileged;	   /* daemon runs as root: can chown to the caller */
 	struct fuse_session *se;
 };
 
@@ -116,9 +116,16 @@ struct fdcache_stats {
 	unsigned long reopens, evictions;
 };
 
-enum { CREDS_KEPT, CREDS_CALLER };
+enum {
+	CREDS_KEPT,
+	CREDS_CALLER
+};
 
-enum { IO_AS_DAEMON, IO_RAISED, IO_AS_CALLER };
+enum {
+	IO_AS_DAEMON,
+	IO_RAISED,
+	IO_AS_CALLER
+};
 
 struct creds_id {
 	uid_t uid;
@@ -140,8 +147,7 @@ struct dcfs_inode *inode_of(fuse_ino_t ino);
 int inode_table_init(const char *backing);
 void inode_table_destroy(void);
 void inode_table_probe(void);
-int inode_lookup(struct dcfs_inode *parent, const char *name,
-		 struct fuse_entry_param *e);
+int inode_lookup(struct dcfs_inode *parent, const char *name, struct fuse_entry_param *e);
 int inode_lookup_again(struct dcfs_inode *inode, struct fuse_entry_param *e);
 int inode_lookup_open_fd(int fd, struct fuse_entry_param *e);
 int inode_lookup_self(fuse_ino_t id, struct fuse_entry_param *e);
@@ -151,8 +157,7 @@ struct idstate_writer;
 struct idstate_writer *idstate_begin(void);
 void idstate_put(struct idstate_writer *w, const struct dcfs_inode *inode);
 void idstate_end(struct idstate_writer *w, size_t n);
-void idstate_load(int (*add)(uint64_t nodeid, ino_t ino, mode_t type,
-			     struct file_handle *fh));
+void idstate_load(int (*add)(uint64_t nodeid, ino_t ino, mode_t type, struct file_handle *fh));
 void inode_forget(struct dcfs_inode *inode, uint64_t n);
 void inode_release_name(int dirfd, const char *name);
 int inode_stat(struct dcfs_inode *inode, struct stat *st);
@@ -174,8 +179,7 @@ void fdcache_stats(struct fdcache_stats *s);
 
 /* handle.c */
 struct file_handle *handle_for(int fd, const struct stat *st);
-struct file_handle *handle_copy(int fd, const struct stat *st,
-				const struct file_handle *fh);
+struct file_handle *handle_copy(int fd, const struct stat *st, const struct file_handle *fh);
 bool handle_equal(const struct file_handle *a, const struct file_handle *b);
 uint32_t handle_generation(const struct file_handle *fh, ino_t ino);
 int handle_reopen(const struct dcfs_inode *inode);

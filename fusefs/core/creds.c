@@ -134,8 +134,7 @@ int creds_io_begin(fuse_req_t req)
 	if (!dcfs.privileged)
 		return IO_AS_DAEMON;
 	if (ctx->uid == 0)
-		return cap_set_effective(true, CAP_SYS_RESOURCE) ? IO_RAISED
-								 : IO_AS_DAEMON;
+		return cap_set_effective(true, CAP_SYS_RESOURCE) ? IO_RAISED : IO_AS_DAEMON;
 	syscall(SYS_setfsgid, ctx->gid);
 	syscall(SYS_setfsuid, ctx->uid);
 	return IO_AS_CALLER;
@@ -163,8 +162,7 @@ int creds_backing_begin(fuse_req_t req)
 {
 	if (!dcfs.privileged || fuse_req_ctx(req)->uid != 0)
 		return IO_AS_DAEMON;
-	return cap_set_effective(true, CAP_SYS_RESOURCE) ? IO_RAISED
-							 : IO_AS_DAEMON;
+	return cap_set_effective(true, CAP_SYS_RESOURCE) ? IO_RAISED : IO_AS_DAEMON;
 }
 
 /*

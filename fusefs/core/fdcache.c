@@ -31,7 +31,7 @@
 static struct {
 	pthread_mutex_t cache_lock;
 	struct dcfs_inode *lru_head, *lru_tail; /* head: least recently used */
-	size_t n_cached; /* open fds of inodes with handles */
+	size_t n_cached;			/* open fds of inodes with handles */
 	size_t budget;
 	size_t peak_cached;
 	atomic_ulong n_reopens, n_evictions;

@@ -64,8 +64,7 @@ static void unescape(char *s)
 
 	for (; *s; s++) {
 		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] && s[3]) {
-			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
-					(s[3] - '0'));
+			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
 			s += 3;
 		} else {
 			*out++ = *s;
@@ -78,8 +77,7 @@ static void unescape(char *s)
  * The newest mount on mountpoint: its device and file system type.
  * Returns 0, or -ENOENT if nothing is mounted there.
  */
-static int mount_on(const char *mountpoint, dev_t *dev, char *fstype,
-		    size_t fstypelen)
+static int mount_on(const char *mountpoint, dev_t *dev, char *fstype, size_t fstypelen)
 {
 	FILE *fp = fopen("/proc/self/mountinfo", "re");
 	char *line = NULL;
@@ -93,8 +91,7 @@ static int mount_on(const char *mountpoint, dev_t *dev, char *fstype,
 		char mp[PATH_MAX], type[64];
 		char *sep = strstr(line, " - ");
 
-		if (!sep || sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj,
-				   &min, mp) != 3 ||
+		if (!sep || sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &min, mp) != 3 ||
 		    sscanf(sep + 3, "%63s", type) != 1)
 			continue;
 		unescape(mp);
@@ -117,8 +114,7 @@ int guard_mountpoint(const char *backing, const char *mountpoint)
 	int depth;
 
 	if (stat(backing, &bst) < 0) {
-		fprintf(stderr, "dcfs: backing directory %s: %s\n", backing,
-			strerror(errno));
+		fprintf(stderr, "dcfs: backing directory %s: %s\n", backing, strerror(errno));
 		return -errno;
 	}
 	if (is_within(mountpoint, &bst, &depth) && depth > 0) {
@@ -127,10 +123,8 @@ int guard_mountpoint(const char *backing, const char *mountpoint)
 			mountpoint, backing);
 		return -ELOOP;
 	}
-	if (mount_on(mountpoint, &dev, type, sizeof(type)) == 0 &&
-	    strcmp(type, "fuse.dcfs") == 0) {
-		fprintf(stderr, "dcfs: %s is already mounted by dcfs\n",
-			mountpoint);
+	if (mount_on(mountpoint, &dev, type, sizeof(type)) == 0 && strcmp(type, "fuse.dcfs") == 0) {
+		fprintf(stderr, "dcfs: %s is already mounted by dcfs\n", mountpoint);
 		return -EBUSY;
 	}
 	return 0;
@@ -143,8 +137,9 @@ void guard_learn_self(const char *mountpoint)
 	if (mount_on(mountpoint, &self_dev, type, sizeof(type)) < 0 ||
 	    strncmp(type, "fuse", 4) != 0) {
 		self_dev = 0;
-		log_warn("cannot find the mount on %s in /proc/self/mountinfo: lookups into the mount itself are not refused\n",
-			 mountpoint);
+		log_warn(
+			"cannot find the mount on %s in /proc/self/mountinfo: lookups into the mount itself are not refused\n",
+			mountpoint);
 	}
 }
 
@@ -165,13 +160,14 @@ bool guard_is_self(int fd)
 
 	if (!self_dev)
 		return false;
-	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC,
-		  STATX_TYPE, &stx) < 0)
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, STATX_TYPE,
+		  &stx) < 0)
 		return false;
 	if (makedev(stx.stx_dev_major, stx.stx_dev_minor) != self_dev)
 		return false;
 	if (!atomic_exchange(&logged, true))
-		log_warn("refusing a lookup into this mount itself (the mount point is reachable from the backing tree)\n");
+		log_warn(
+			"refusing a lookup into this mount itself (the mount point is reachable from the backing tree)\n");
 	return true;
 }
 
@@ -190,20 +186,17 @@ void guard_end_self(const char *mountpoint)
 	dev_t dev;
 	pid_t pid;
 
-	if (!self_dev || mount_on(mountpoint, &dev, type, sizeof(type)) < 0 ||
-	    dev != self_dev)
+	if (!self_dev || mount_on(mountpoint, &dev, type, sizeof(type)) < 0 || dev != self_dev)
 		return;
 	if (geteuid() == 0) {
-		if (umount2(mountpoint, MNT_FORCE) < 0 &&
-		    umount2(mountpoint, MNT_DETACH) < 0)
-			log_warn("cannot unmount %s: %s\n", mountpoint,
-				 strerror(errno));
+		if (umount2(mountpoint, MNT_FORCE) < 0 && umount2(mountpoint, MNT_DETACH) < 0)
+			log_warn("cannot unmount %s: %s\n", mountpoint, strerror(errno));
 		return;
 	}
 	pid = fork();
 	if (pid == 0) {
-		execlp("fusermount3", "fusermount3", "-u", "-z", "-q", "--",
-		       mountpoint, (char *)NULL);
+		execlp("fusermount3", "fusermount3", "-u", "-z", "-q", "--", mountpoint,
+		       (char *)NULL);
 		_exit(127);
 	}
 	if (pid > 0)

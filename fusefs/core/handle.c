@@ -38,7 +38,10 @@
 /* Directory depth walked to prove a reopened directory is in the tree. */
 #define MAX_DEPTH 4096
 
-enum fs_mode { MODE_HANDLE, MODE_FD };
+enum fs_mode {
+	MODE_HANDLE,
+	MODE_FD
+};
 
 struct backing_fs {
 	dev_t dev;
@@ -147,14 +150,15 @@ static enum fs_mode probe_fs(int fd, const struct stat *st, int *mount_fd)
 
 	*mount_fd = -1;
 	if (!dcfs.privileged) {
-		log_info("backing filesystem %u:%u: identity mode fd (no CAP_DAC_READ_SEARCH for file handles)\n",
-			 maj, min);
+		log_info(
+			"backing filesystem %u:%u: identity mode fd (no CAP_DAC_READ_SEARCH for file handles)\n",
+			maj, min);
 		return MODE_FD;
 	}
 	fh = make_handle(fd, &err);
 	if (!fh) {
-		log_info("backing filesystem %u:%u: identity mode fd (no file handles: %s)\n",
-			 maj, min, strerror(err));
+		log_info("backing filesystem %u:%u: identity mode fd (no file handles: %s)\n", maj,
+			 min, strerror(err));
 		return MODE_FD;
 	}
 	*mount_fd = open_mount_fd(fd, st);
@@ -172,8 +176,9 @@ static enum fs_mode probe_fs(int fd, const struct stat *st, int *mount_fd)
 		return MODE_FD;
 	}
 	close(rfd);
-	log_info("backing filesystem %u:%u: identity mode handle (O_PATH fds cached, reopened by handle)\n",
-		 maj, min);
+	log_info(
+		"backing filesystem %u:%u: identity mode handle (O_PATH fds cached, reopened by handle)\n",
+		maj, min);
 	return MODE_HANDLE;
 }
 
@@ -231,8 +236,7 @@ struct file_handle *handle_for(int fd, const struct stat *st)
 }
 
 /* handle_for(), with a handle of the object already taken (fh). */
-struct file_handle *handle_copy(int fd, const struct stat *st,
-				const struct file_handle *fh)
+struct file_handle *handle_copy(int fd, const struct stat *st, const struct file_handle *fh)
 {
 	struct backing_fs *fs = fs_get(fd, st);
 	size_t size = sizeof(*fh) + fh->handle_bytes;
@@ -248,8 +252,7 @@ struct file_handle *handle_copy(int fd, const struct stat *st,
 
 bool handle_equal(const struct file_handle *a, const struct file_handle *b)
 {
-	return a->handle_type == b->handle_type &&
-	       a->handle_bytes == b->handle_bytes &&
+	return a->handle_type == b->handle_type && a->handle_bytes == b->handle_bytes &&
 	       memcmp(a->f_handle, b->f_handle, a->handle_bytes) == 0;
 }
 
@@ -284,14 +287,12 @@ uint32_t handle_generation(const struct file_handle *fh, ino_t ino)
 	const unsigned char *b = fh->f_handle;
 	uint32_t h = 2166136261u;
 
-	if (fh->handle_type == 1 && fh->handle_bytes == 8 &&
-	    get32(b) == (uint32_t)ino && ino == (uint32_t)ino)
+	if (fh->handle_type == 1 && fh->handle_bytes == 8 && get32(b) == (uint32_t)ino &&
+	    ino == (uint32_t)ino)
 		return get32(b + 4);
-	if (fh->handle_type == 0x81 && fh->handle_bytes == 12 &&
-	    get64(b) == (uint64_t)ino)
+	if (fh->handle_type == 0x81 && fh->handle_bytes == 12 && get64(b) == (uint64_t)ino)
 		return get32(b + 8);
-	if (fh->handle_type == 0x4d && fh->handle_bytes == 20 &&
-	    get64(b) == (uint64_t)ino)
+	if (fh->handle_type == 0x4d && fh->handle_bytes == 20 && get64(b) == (uint64_t)ino)
 		return get32(b + 16);
 	for (unsigned int i = 0; i < fh->handle_bytes; i++)
 		h = (h ^ b[i]) * 16777619u;
@@ -343,8 +344,7 @@ int handle_reopen(const struct dcfs_inode *inode)
 		fd = open_handle(fs->mount_fd, inode->handle);
 	if (fd < 0)
 		return fd == -ENOENT ? -ESTALE : fd;
-	if (fstat(fd, &st) < 0 || st.st_ino != inode->ino ||
-	    st.st_dev != inode->dev ||
+	if (fstat(fd, &st) < 0 || st.st_ino != inode->ino || st.st_dev != inode->dev ||
 	    (S_ISDIR(st.st_mode) && !dir_in_tree(fd))) {
 		close(fd);
 		return -ESTALE;

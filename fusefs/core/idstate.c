@@ -102,8 +102,8 @@ static void fs_ident_of(int dirfd, struct fs_ident *id)
 		}
 		close(fd);
 	}
-	if (statx(dirfd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BTIME,
-		  &stx) == 0 && (stx.stx_mask & STATX_BTIME)) {
+	if (statx(dirfd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BTIME, &stx) == 0 &&
+	    (stx.stx_mask & STATX_BTIME)) {
 		id->btime_sec = stx.stx_btime.tv_sec;
 		id->btime_nsec = stx.stx_btime.tv_nsec;
 	}
@@ -113,8 +113,8 @@ static bool safe(int fd, mode_t type)
 {
 	struct stat st;
 
-	return fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == type &&
-	       st.st_uid == 0 && !(st.st_mode & 022);
+	return fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == type && st.st_uid == 0 &&
+	       !(st.st_mode & 022);
 }
 
 static int state_dir(bool create)
@@ -135,9 +135,8 @@ static int state_dir(bool create)
 
 static void state_name(char *buf, size_t size, const char *suffix)
 {
-	snprintf(buf, size, "ids-%u.%u-%llu%s", major(dcfs.root.dev),
-		 minor(dcfs.root.dev), (unsigned long long)dcfs.root.ino,
-		 suffix);
+	snprintf(buf, size, "ids-%u.%u-%llu%s", major(dcfs.root.dev), minor(dcfs.root.dev),
+		 (unsigned long long)dcfs.root.ino, suffix);
 }
 
 /* The backing directory's handle, NULL without handles there. */
@@ -174,8 +173,7 @@ struct idstate_writer *idstate_begin(void)
 		goto fail_w;
 	snprintf(w->tmp, sizeof(w->tmp), ".tmp-%d", (int)getpid());
 	unlinkat(w->dirfd, w->tmp, 0);
-	fd = openat(w->dirfd, w->tmp,
-		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = openat(w->dirfd, w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		goto fail_dir;
 	w->f = fdopen(fd, "w");
@@ -225,12 +223,11 @@ void idstate_end(struct idstate_writer *w, size_t n)
 	if (fclose(w->f) != 0)
 		w->failed = true;
 	if (w->failed || renameat(w->dirfd, w->tmp, w->dirfd, name) < 0) {
-		log_warn("could not save the node ids for the next run in %s/%s\n",
-			 STATE_DIR, name);
+		log_warn("could not save the node ids for the next run in %s/%s\n", STATE_DIR,
+			 name);
 		unlinkat(w->dirfd, w->tmp, 0);
 	} else {
-		log_info("saved %zu node ids for the next run in %s/%s\n", n,
-			 STATE_DIR, name);
+		log_info("saved %zu node ids for the next run in %s/%s\n", n, STATE_DIR, name);
 	}
 	close(w->dirfd);
 	free(w);
@@ -265,16 +262,14 @@ static bool same_tree(FILE *f)
 	if (!rh)
 		return false;
 	fs_ident_of(dcfs.root.fd, &now);
-	if (fread(&h, sizeof(h), 1, f) == 1 &&
-	    memcmp(h.magic, MAGIC, sizeof(h.magic)) == 0 &&
-	    h.dev == (uint64_t)dcfs.root.dev &&
-	    h.ino == (uint64_t)dcfs.root.ino) {
+	if (fread(&h, sizeof(h), 1, f) == 1 && memcmp(h.magic, MAGIC, sizeof(h.magic)) == 0 &&
+	    h.dev == (uint64_t)dcfs.root.dev && h.ino == (uint64_t)dcfs.root.ino) {
 		saved = read_handle(f, h.handle_type, h.handle_bytes);
-		same = saved && handle_equal(saved, rh) &&
-		       memcmp(&h.fs, &now, sizeof(now)) == 0;
+		same = saved && handle_equal(saved, rh) && memcmp(&h.fs, &now, sizeof(now)) == 0;
 		if (saved && handle_equal(saved, rh) && !same)
-			log_info("not loading the node ids saved in %s: they are of another filesystem at the same place (made anew?)\n",
-				 STATE_DIR);
+			log_info(
+				"not loading the node ids saved in %s: they are of another filesystem at the same place (made anew?)\n",
+				STATE_DIR);
 		free(saved);
 	}
 	free(rh);
@@ -285,8 +280,7 @@ static bool same_tree(FILE *f)
  * add is inode.c's inode_add_saved(), handed in so that this file does
  * not call back into the inode table (layers, fusefs/README.md).
  */
-void idstate_load(int (*add)(uint64_t nodeid, ino_t ino, mode_t type,
-			     struct file_handle *fh))
+void idstate_load(int (*add)(uint64_t nodeid, ino_t ino, mode_t type, struct file_handle *fh))
 {
 	char name[64];
 	struct rec r;
@@ -312,16 +306,14 @@ void idstate_load(int (*add)(uint64_t nodeid, ino_t ino, mode_t type,
 	}
 	if (same_tree(f)) {
 		while (fread(&r, sizeof(r), 1, f) == 1) {
-			struct file_handle *fh =
-				read_handle(f, r.handle_type, r.handle_bytes);
+			struct file_handle *fh = read_handle(f, r.handle_type, r.handle_bytes);
 
 			if (!fh)
 				break;
-			n += add(r.nodeid, (ino_t)r.ino,
-					     (mode_t)r.type, fh) == 0;
+			n += add(r.nodeid, (ino_t)r.ino, (mode_t)r.type, fh) == 0;
 		}
-		log_info("loaded %zu node ids of the previous run from %s/%s\n",
-			 n, STATE_DIR, name);
+		log_info("loaded %zu node ids of the previous run from %s/%s\n", n, STATE_DIR,
+			 name);
 	}
 	fclose(f);
 }

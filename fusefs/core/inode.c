@@ -208,8 +208,7 @@ int inode_table_init(const char *backing)
 	return 0;
 }
 
-static int inode_add_saved(uint64_t nodeid, ino_t ino, mode_t type,
-			   struct file_handle *fh);
+static int inode_add_saved(uint64_t nodeid, ino_t ino, mode_t type, struct file_handle *fh);
 
 /* Decides (and logs) the identity mode of the backing filesystem. */
 void inode_table_probe(void)
@@ -231,8 +230,7 @@ void inode_table_probe(void)
 
 static bool saveable(const struct dcfs_inode *p)
 {
-	return p->handle && p->dev == dcfs.root.dev &&
-	       p->nodeid == nodeid_derived(p->dev, p->ino);
+	return p->handle && p->dev == dcfs.root.dev && p->nodeid == nodeid_derived(p->dev, p->ino);
 }
 
 /*
@@ -251,7 +249,9 @@ static void inode_table_save(void)
 		for (struct dcfs_inode *p = dcfs.buckets[i]; p; p = p->hnext)
 			if (saveable(p))
 				*(p->ghost ? &ghosts : &live) += 1;
-	skip = live >= MAX_GHOSTS ? ghosts : ghosts - (MAX_GHOSTS - live < ghosts ? MAX_GHOSTS - live : ghosts);
+	skip = live >= MAX_GHOSTS
+		       ? ghosts
+		       : ghosts - (MAX_GHOSTS - live < ghosts ? MAX_GHOSTS - live : ghosts);
 	for (struct dcfs_inode *g = table.ghost_head; g; g = g->gnext) {
 		if (!saveable(g))
 			continue;
@@ -288,8 +288,7 @@ static void free_list(struct dcfs_inode *dead)
  * which is the one derived from its inode number, unless a lookup of this
  * run took the inode number already.  Takes fh.  0 or -EEXIST.
  */
-static int inode_add_saved(uint64_t nodeid, ino_t ino, mode_t type,
-		    struct file_handle *fh)
+static int inode_add_saved(uint64_t nodeid, ino_t ino, mode_t type, struct file_handle *fh)
 {
 	struct dcfs_inode *inode, *dead;
 
@@ -355,8 +354,7 @@ int inode_stat(struct dcfs_inode *inode, struct stat *st)
 
 	if (fd < 0)
 		return fd;
-	err = (int)dcfs_err(fstatat(fd, "", st,
-				    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+	err = (int)dcfs_err(fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
 	fdcache_unpin(inode);
 	return err;
 }
@@ -373,8 +371,7 @@ int inode_stat(struct dcfs_inode *inode, struct stat *st)
  * handle does; without, the old fd's link count does (unless the new
  * object is unlinked already, when there is nothing to compare).
  */
-static bool is_stale(struct dcfs_inode *inode, const struct stat *st,
-		     const struct file_handle *fh)
+static bool is_stale(struct dcfs_inode *inode, const struct stat *st, const struct file_handle *fh)
 {
 	struct stat old;
 
@@ -394,8 +391,7 @@ static bool is_stale(struct dcfs_inode *inode, const struct stat *st,
  * count raised by one, taking ownership of fd and fh (the fd is cached or
  * closed, the handle kept or freed).
  */
-static struct dcfs_inode *inode_get(int fd, const struct stat *st,
-				    struct file_handle *fh)
+static struct dcfs_inode *inode_get(int fd, const struct stat *st, struct file_handle *fh)
 {
 	struct dcfs_inode *inode;
 
@@ -512,8 +508,7 @@ struct name_id {
  * handle carries the old generation, and a reopen by it fails (ESTALE):
  * never another object.
  */
-static struct file_handle *handle_of(int fd, const struct stat *st,
-				     const struct name_id *known)
+static struct file_handle *handle_of(int fd, const struct stat *st, const struct name_id *known)
 {
 	if (known && known->valid && known->st.st_dev == st->st_dev &&
 	    known->st.st_ino == st->st_ino)
@@ -525,8 +520,7 @@ static struct file_handle *handle_of(int fd, const struct stat *st,
  * The entry for the object fd (an O_PATH fd, owned by the callee); known:
  * what its name held just before, or NULL.
  */
-static int entry_from_fd(int fd, struct fuse_entry_param *e,
-			 const struct name_id *known)
+static int entry_from_fd(int fd, struct fuse_entry_param *e, const struct name_id *known)
 {
 	struct dcfs_inode *inode;
 
@@ -546,8 +540,7 @@ static int entry_from_fd(int fd, struct fuse_entry_param *e,
 
 static bool is_dot_or_dotdot(const char *name)
 {
-	return name[0] == '.' &&
-	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+	return name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
 }
 
 /*
@@ -563,8 +556,7 @@ static bool is_dot_or_dotdot(const char *name)
  * not replaced in between).  Returns 0, -ENOENT, or 1: take the full path,
  * with what the name held in *nid if it got that far.
  */
-static int lookup_held(int pfd, const char *name, struct fuse_entry_param *e,
-		       struct name_id *nid)
+static int lookup_held(int pfd, const char *name, struct fuse_entry_param *e, struct name_id *nid)
 {
 	struct dcfs_inode *inode;
 	int id;
@@ -595,8 +587,7 @@ static int lookup_held(int pfd, const char *name, struct fuse_entry_param *e,
 	return 0;
 }
 
-int inode_lookup(struct dcfs_inode *parent, const char *name,
-		 struct fuse_entry_param *e)
+int inode_lookup(struct dcfs_inode *parent, const char *name, struct fuse_entry_param *e)
 {
 	struct name_id nid;
 	int fd, pfd;
@@ -678,8 +669,7 @@ void inode_forget(struct dcfs_inode *inode, uint64_t n)
 		return;
 	pthread_mutex_lock(&dcfs.table_lock);
 	if (n > inode->nlookup) {
-		log_err("BUG: forget %llu > lookup count %llu\n",
-			(unsigned long long)n,
+		log_err("BUG: forget %llu > lookup count %llu\n", (unsigned long long)n,
 			(unsigned long long)inode->nlookup);
 		n = inode->nlookup;
 	}
@@ -724,8 +714,7 @@ void inode_release_name(int dirfd, const char *name)
 
 	if (fstatfs(dirfd, &sf) < 0 || sf.f_type != NFS_SUPER_MAGIC)
 		return;
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    S_ISDIR(st.st_mode))
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode))
 		return;
 	pthread_mutex_lock(&dcfs.table_lock);
 	victim = table_find(st.st_dev, st.st_ino);
@@ -813,8 +802,7 @@ int inode_backing_path(struct dcfs_inode *inode, char *buf, size_t size)
 	buf[n] = '\0';
 	if (blen == 1) /* backing is "/" */
 		return 0;
-	if (strncmp(buf, dcfs.opt.backing, blen) != 0 ||
-	    (buf[blen] != '/' && buf[blen] != '\0'))
+	if (strncmp(buf, dcfs.opt.backing, blen) != 0 || (buf[blen] != '/' && buf[blen] != '\0'))
 		return -ENOENT;
 	memmove(buf, buf + blen, (size_t)n - blen + 1);
 	if (!buf[0])

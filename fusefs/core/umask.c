@@ -32,7 +32,11 @@
 
 #include "core/core.h"
 
-enum fs_state { FS_SHARED, FS_PRIVATE, FS_FAILED };
+enum fs_state {
+	FS_SHARED,
+	FS_PRIVATE,
+	FS_FAILED
+};
 
 /* Each worker thread's own: its fs_struct, and the umask in force there. */
 static __thread struct {
@@ -46,7 +50,8 @@ static bool own_fs_struct(void)
 	if (self.fs_state == FS_SHARED) {
 		self.fs_state = unshare(CLONE_FS) == 0 ? FS_PRIVATE : FS_FAILED;
 		if (self.fs_state == FS_FAILED && !atomic_exchange(&warned, true))
-			log_warn("unshare(CLONE_FS): %m: the umask is applied even where a default ACL says otherwise\n");
+			log_warn(
+				"unshare(CLONE_FS): %m: the umask is applied even where a default ACL says otherwise\n");
 	}
 	return self.fs_state == FS_PRIVATE;
 }

@@ -34,8 +34,8 @@ static void unescape(char *s)
 	char *d = s;
 
 	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
-		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
 			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
 			s += 3;
 		} else {
@@ -52,8 +52,7 @@ static const char *below_backing(const char *path)
 
 	if (n == 1) /* backing is "/" */
 		return path[1] != '\0' ? path + 1 : NULL;
-	if (strncmp(path, dcfs.opt.backing, n) == 0 && path[n] == '/' &&
-	    path[n + 1] != '\0')
+	if (strncmp(path, dcfs.opt.backing, n) == 0 && path[n] == '/' && path[n + 1] != '\0')
 		return path + n + 1;
 	return NULL;
 }
@@ -64,8 +63,8 @@ static const char *below_backing(const char *path)
  */
 static bool remote_or_automounted(const char *fstype)
 {
-	static const char *const skip[] = { "fuse", "nfs", "cifs", "smb", "9p",
-					    "ceph", "glusterfs", "afs", "autofs" };
+	static const char *const skip[] = { "fuse", "nfs",	 "cifs", "smb",	  "9p",
+					    "ceph", "glusterfs", "afs",	 "autofs" };
 
 	for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
 		if (strncmp(fstype, skip[i], strlen(skip[i])) == 0)
@@ -75,8 +74,7 @@ static bool remote_or_automounted(const char *fstype)
 
 /* where: the directory's path, for the log; rel: relative to the backing
  * directory ("." for itself). */
-static void log_one(const char *where, const char *rel, dev_t *seen,
-		    size_t *nseen)
+static void log_one(const char *where, const char *rel, dev_t *seen, size_t *nseen)
 {
 	char limit[32] = "unlimited", ident[96], pts[64];
 	const char *later;
@@ -101,8 +99,7 @@ static void log_one(const char *where, const char *rel, dev_t *seen,
 	if (*nseen < MAX_BACKING_FS)
 		seen[(*nseen)++] = p->dev;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-		snprintf(limit, sizeof(limit), "%llu",
-			 (unsigned long long)rl.rlim_cur);
+		snprintf(limit, sizeof(limit), "%llu", (unsigned long long)rl.rlim_cur);
 	/*
 	 * With file handles the fd cache keeps at most its budget of O_PATH
 	 * fds and the rest of the limit is for open files; without, every
@@ -113,18 +110,17 @@ static void log_one(const char *where, const char *rel, dev_t *seen,
 			 "identity file handle; fd budget %zu cached O_PATH of %s",
 			 fdcache_budget(), limit);
 	else
-		snprintf(ident, sizeof(ident),
-			 "identity O_PATH fd per inode; fd budget %s", limit);
+		snprintf(ident, sizeof(ident), "identity O_PATH fd per inode; fd budget %s", limit);
 	free(fh);
 	passthrough_summary(pts, sizeof(pts));
 	/* exFAT, NFS and read-only filesystems: said later, at the first stream */
-	later = p->rd == PROBE_UNKNOWN || p->wr == PROBE_UNKNOWN ?
-			" (not probed: no O_TMPFILE or not writable; the first stream decides)" :
-			"";
-	log_info("backing %s %s (dev %u:%u): RWF_DONTCACHE read %s, write %s%s; passthrough %s; %s\n",
-		 p->fstype[0] ? p->fstype : "fs", where, major(p->dev),
-		 minor(p->dev), probe_state_name(p->rd),
-		 probe_state_name(p->wr), later, pts, ident);
+	later = p->rd == PROBE_UNKNOWN || p->wr == PROBE_UNKNOWN
+			? " (not probed: no O_TMPFILE or not writable; the first stream decides)"
+			: "";
+	log_info(
+		"backing %s %s (dev %u:%u): RWF_DONTCACHE read %s, write %s%s; passthrough %s; %s\n",
+		p->fstype[0] ? p->fstype : "fs", where, major(p->dev), minor(p->dev),
+		probe_state_name(p->rd), probe_state_name(p->wr), later, pts, ident);
 }
 
 /*
@@ -140,12 +136,12 @@ static void log_kernel(void)
 	if (uname(&u) < 0)
 		snprintf(u.release, sizeof(u.release), "?");
 	log_info("kernel %s: page residency by %s%s\n", u.release,
-		 strcmp(resident_method(), "cachestat") ?
-			 "mincore(2) (no cachestat(2) before Linux 6.5)" :
-			 "cachestat(2)",
-		 cfg && cfg->force_fallback ?
-			 "; force_fallback: streams take the fallback windows on every filesystem" :
-			 "");
+		 strcmp(resident_method(), "cachestat")
+			 ? "mincore(2) (no cachestat(2) before Linux 6.5)"
+			 : "cachestat(2)",
+		 cfg && cfg->force_fallback
+			 ? "; force_fallback: streams take the fallback windows on every filesystem"
+			 : "");
 	if (cfg)
 		config_put(cfg);
 }
@@ -181,8 +177,9 @@ void caps_log_startup(void)
 		if (!rel)
 			continue;
 		if (remote_or_automounted(sep + 3))
-			log_info("backing %.*s %s: not probed at startup (remote, FUSE or automounted)\n",
-				 (int)strcspn(sep + 3, " "), sep + 3, f);
+			log_info(
+				"backing %.*s %s: not probed at startup (remote, FUSE or automounted)\n",
+				(int)strcspn(sep + 3, " "), sep + 3, f);
 		else
 			log_one(f, rel, seen, &nseen);
 	}

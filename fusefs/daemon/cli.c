@@ -131,8 +131,19 @@ static int report_xattr_error(const char *mnt, const char *what)
 /* Shorter intervals measure the sampling more than the traffic. */
 #define WATCH_MIN_SECS 0.1
 
-enum { W_DC_R, W_DC_W, W_FB_R, W_FB_W, W_C_R, W_C_W, W_K_R, W_K_W, W_OPENS,
-       W_SWITCHES, W__N };
+enum {
+	W_DC_R,
+	W_DC_W,
+	W_FB_R,
+	W_FB_W,
+	W_C_R,
+	W_C_W,
+	W_K_R,
+	W_K_W,
+	W_OPENS,
+	W_SWITCHES,
+	W__N
+};
 
 struct sample {
 	char cls[WATCH_CLASSES][24];
@@ -243,8 +254,7 @@ static int take_sample(const char *mnt, struct sample *s)
 		return -errno;
 	s->n = 0;
 	s->t = mono_now();
-	for (line = strtok_r(text, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save))
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 		parse_line(s, line);
 	free(text);
 	return 0;
@@ -299,12 +309,10 @@ static int stat_watch(const char *mnt, double secs, long count)
 	printf("every %.1f s: MiB/s by backing I/O (dc RWF_DONTCACHE, fb fallback, c cache,\n"
 	       "k kernel passthrough, estimated), opens and switches in the interval\n",
 	       secs);
-	printf("%-8s %-15s %7s %7s %7s %7s %7s %7s %7s %7s %5s %4s\n", "time",
-	       "class", "dc_rd", "dc_wr", "fb_rd", "fb_wr", "c_rd", "c_wr",
-	       "k_rd", "k_wr", "opens", "swi");
+	printf("%-8s %-15s %7s %7s %7s %7s %7s %7s %7s %7s %5s %4s\n", "time", "class", "dc_rd",
+	       "dc_wr", "fb_rd", "fb_wr", "c_rd", "c_wr", "k_rd", "k_wr", "opens", "swi");
 	for (long i = 0; count <= 0 || i < count; i++) {
-		struct timespec ts = { (time_t)secs,
-				       (long)((secs - (double)(time_t)secs) * 1e9) };
+		struct timespec ts = { (time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9) };
 
 		while (nanosleep(&ts, &ts) < 0)
 			;
@@ -336,8 +344,7 @@ static int stat_files(const char *mnt)
 			free(text);
 			return 1;
 		}
-		for (line = strtok_r(copy, "\n", &save); line;
-		     line = strtok_r(NULL, "\n", &save)) {
+		for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 			int col = 0;
 
 			if (line[0] == '#') {
@@ -352,8 +359,8 @@ static int stat_files(const char *mnt)
 				if (!pass && len > width[col])
 					width[col] = len;
 				if (pass)
-					printf("%-*.*s%s", last ? 0 : (int)width[col],
-					       (int)len, p, last ? "\n" : "  ");
+					printf("%-*.*s%s", last ? 0 : (int)width[col], (int)len, p,
+					       last ? "\n" : "  ");
 				if (last)
 					break;
 				p += len + 1;
@@ -380,7 +387,11 @@ static void stat_usage(FILE *to, const char *prog)
 		prog, WATCH_MIN_SECS);
 }
 
-enum { SECS_OK, SECS_NAN, SECS_RANGE };
+enum {
+	SECS_OK,
+	SECS_NAN,
+	SECS_RANGE
+};
 
 static int parse_secs(const char *s, double *out)
 {
@@ -401,14 +412,22 @@ static bool watch_secs(const char *s, double *out)
 	int r = parse_secs(s, out);
 
 	if (r != SECS_OK)
-		fprintf(stderr, "dcfs stat: --watch %s: the interval must be %.1f to 86400 seconds\n",
-			s, WATCH_MIN_SECS);
+		fprintf(stderr,
+			"dcfs stat: --watch %s: the interval must be %.1f to 86400 seconds\n", s,
+			WATCH_MIN_SECS);
 	return r == SECS_OK;
 }
 
 int cli_stat(int argc, char *argv[])
 {
-	enum { TABLE, WIDE, JSON, PROM, FILES, WATCH } mode = TABLE;
+	enum {
+		TABLE,
+		WIDE,
+		JSON,
+		PROM,
+		FILES,
+		WATCH
+	} mode = TABLE;
 	const char *mnt = NULL, *name;
 	double secs = 1.0;
 	long count = 0;
@@ -422,17 +441,16 @@ int cli_stat(int argc, char *argv[])
 			stat_usage(stdout, argv[0]);
 			return 0;
 		} else if (strcmp(a, "--json") == 0 || strcmp(a, "--prometheus") == 0 ||
-		    strcmp(a, "--files") == 0 || strcmp(a, "--wide") == 0) {
+			   strcmp(a, "--files") == 0 || strcmp(a, "--wide") == 0) {
 			bad = mode != TABLE;
-			mode = a[2] == 'j' ? JSON : a[2] == 'p' ? PROM :
-			       a[2] == 'w' ? WIDE : FILES;
+			mode = a[2] == 'j' ? JSON : a[2] == 'p' ? PROM : a[2] == 'w' ? WIDE : FILES;
 		} else if (strncmp(a, "--watch", 7) == 0 && (!a[7] || a[7] == '=')) {
 			bad = mode != TABLE;
 			mode = WATCH;
 			if (a[7]) {
 				if (!watch_secs(a + 8, &secs))
 					return 2;
-			/* An optional SECS: a number, not the mount point itself. */
+				/* An optional SECS: a number, not the mount point itself. */
 			} else if (i + 1 < argc && (i + 2 < argc || mnt) &&
 				   parse_secs(argv[i + 1], &secs) != SECS_NAN) {
 				if (!watch_secs(argv[++i], &secs))
@@ -458,9 +476,10 @@ int cli_stat(int argc, char *argv[])
 		return stat_watch(mnt, secs, count);
 	if (mode == FILES)
 		return stat_files(mnt);
-	name = mode == JSON ? "user.dcfs.stats" :
-	       mode == PROM ? "user.dcfs.stats.prometheus" :
-	       mode == WIDE ? "user.dcfs.stats.table.wide" : "user.dcfs.stats.table";
+	name = mode == JSON   ? "user.dcfs.stats"
+	       : mode == PROM ? "user.dcfs.stats.prometheus"
+	       : mode == WIDE ? "user.dcfs.stats.table.wide"
+			      : "user.dcfs.stats.table";
 	text = read_xattr(mnt, name);
 	if (!text)
 		return report_xattr_error(mnt, "counters");

@@ -28,8 +28,9 @@ static void log_fd_limit(void)
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
 		return;
 	if (rl.rlim_cur < 4096)
-		log_warn("only %llu file descriptors: %zu for cached O_PATH fds, the rest for open files and directories and for inodes of filesystems without file handles (raise RLIMIT_NOFILE)\n",
-			 (unsigned long long)rl.rlim_cur, fdcache_budget());
+		log_warn(
+			"only %llu file descriptors: %zu for cached O_PATH fds, the rest for open files and directories and for inodes of filesystems without file handles (raise RLIMIT_NOFILE)\n",
+			(unsigned long long)rl.rlim_cur, fdcache_budget());
 }
 
 static void dcfs_init(void *userdata, struct fuse_conn_info *conn)
@@ -83,18 +84,17 @@ static void dcfs_init(void *userdata, struct fuse_conn_info *conn)
 		if (conn->capable & FUSE_CAP_POSIX_ACL)
 			conn->want |= FUSE_CAP_POSIX_ACL;
 		else
-			log_warn("-o acl: the kernel does not offer POSIX ACLs; named ACL entries are not honoured\n");
+			log_warn(
+				"-o acl: the kernel does not offer POSIX ACLs; named ACL entries are not honoured\n");
 	}
 	/* The umask is applied by the backing filesystem: see umask.c. */
 	if (conn->capable & FUSE_CAP_DONT_MASK)
 		conn->want |= FUSE_CAP_DONT_MASK;
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	conn->time_gran = 1;
-	log_info("mounted %s on %s: max_write %u, max_readahead %u\n",
-		 dcfs.opt.backing, dcfs.opt.mountpoint, conn->max_write,
-		 conn->max_readahead);
-	log_info("config %s (%s)\n",
-		 dcfs.opt.config ? dcfs.opt.config : "none: built-in defaults",
+	log_info("mounted %s on %s: max_write %u, max_readahead %u\n", dcfs.opt.backing,
+		 dcfs.opt.mountpoint, conn->max_write, conn->max_readahead);
+	log_info("config %s (%s)\n", dcfs.opt.config ? dcfs.opt.config : "none: built-in defaults",
 		 dcfs.config_origin);
 	inode_table_probe();
 	caps_log_startup();
@@ -228,8 +228,7 @@ static int serve(struct fuse_session *se)
 	fuse_loop_cfg_set_clone_fd(cfg, (unsigned int)dcfs.opt.clone_fd);
 	fuse_loop_cfg_set_max_threads(cfg, (unsigned int)dcfs.opt.max_threads);
 	if (dcfs.opt.max_idle_threads >= 0)
-		fuse_loop_cfg_set_idle_threads(cfg,
-					       (unsigned int)dcfs.opt.max_idle_threads);
+		fuse_loop_cfg_set_idle_threads(cfg, (unsigned int)dcfs.opt.max_idle_threads);
 	ret = fuse_session_loop_mt(se, cfg);
 	fuse_loop_cfg_destroy(cfg);
 	return ret;
@@ -284,8 +283,7 @@ static int run(struct fuse_args *args)
 		goto out_unmount;
 	/* Threads only after fuse_daemonize(): they would not survive its fork. */
 	creds_drop_reserve();
-	if (reload_start() < 0 || io_start(se) < 0 || shutdown_start() < 0 ||
-	    readonly_start() < 0)
+	if (reload_start() < 0 || io_start(se) < 0 || shutdown_start() < 0 || readonly_start() < 0)
 		goto out_unmount;
 	ret = serve(se) ? 1 : 0;
 	fuse_lock_stop();
@@ -371,8 +369,7 @@ static int prepare(struct fuse_args *args, const char *prog, bool *done)
 		if (dcfs.opt.show_help)
 			options_usage(prog);
 		else
-			printf("dcfs %s (libfuse %s)\n", DCFS_VERSION,
-			       fuse_pkgversion());
+			printf("dcfs %s (libfuse %s)\n", DCFS_VERSION, fuse_pkgversion());
 		*done = true;
 		return 0;
 	}
@@ -384,8 +381,7 @@ static int prepare(struct fuse_args *args, const char *prog, bool *done)
 	raise_fd_limit();
 	err = inode_table_init(dcfs.opt.backing);
 	if (err) {
-		fprintf(stderr, "dcfs: %s: %s\n", dcfs.opt.backing,
-			strerror(-err));
+		fprintf(stderr, "dcfs: %s: %s\n", dcfs.opt.backing, strerror(-err));
 		return 1;
 	}
 	return 0;

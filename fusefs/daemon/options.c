@@ -26,41 +26,43 @@ enum {
 	KEY_RW,
 };
 
-#define DCFS_OPT(t, field, v) { t, offsetof(struct dcfs_options, field), v }
+#define DCFS_OPT(t, field, v)                              \
+	{                                                  \
+		t, offsetof(struct dcfs_options, field), v \
+	}
 
-static const struct fuse_opt dcfs_opts[] = {
-	DCFS_OPT("config=%s", config, 0),
-	DCFS_OPT("attr_timeout=%lf", attr_timeout, 0),
-	DCFS_OPT("entry_timeout=%lf", entry_timeout, 0),
-	DCFS_OPT("negative_timeout=%lf", negative_timeout, 0),
-	DCFS_OPT("cache=%s", cache_mode, 0),
-	DCFS_OPT("nonempty", nonempty, 1),
-	DCFS_OPT("nodefault_permissions", nodefault_permissions, 1),
-	DCFS_OPT("acl", acl, 1),
-	DCFS_OPT("noacl", acl, 0),
-	DCFS_OPT("max_threads=%d", max_threads, 0),
-	DCFS_OPT("max_idle_threads=%d", max_idle_threads, 0),
-	DCFS_OPT("stop_timeout=%d", stop_timeout, 0),
-	DCFS_OPT("clone_fd", clone_fd, 1),
-	DCFS_OPT("nopassthrough", nopassthrough, 1),
-	DCFS_OPT("uring", uring, 1),
-	DCFS_OPT("nouring", uring, 0),
-	DCFS_OPT("-s", singlethread, 1),
-	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
-	FUSE_OPT_KEY("-d", KEY_DEBUG),
-	FUSE_OPT_KEY("debug", KEY_DEBUG),
-	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
-	FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
-	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
-	FUSE_OPT_KEY("allow_root", KEY_ALLOW_ROOT),
-	FUSE_OPT_KEY("ro", KEY_RO),
-	FUSE_OPT_KEY("rw", KEY_RW),
-	FUSE_OPT_KEY("-h", KEY_HELP),
-	FUSE_OPT_KEY("--help", KEY_HELP),
-	FUSE_OPT_KEY("-V", KEY_VERSION),
-	FUSE_OPT_KEY("--version", KEY_VERSION),
-	FUSE_OPT_END
-};
+static const struct fuse_opt dcfs_opts[] = { DCFS_OPT("config=%s", config, 0),
+					     DCFS_OPT("attr_timeout=%lf", attr_timeout, 0),
+					     DCFS_OPT("entry_timeout=%lf", entry_timeout, 0),
+					     DCFS_OPT("negative_timeout=%lf", negative_timeout, 0),
+					     DCFS_OPT("cache=%s", cache_mode, 0),
+					     DCFS_OPT("nonempty", nonempty, 1),
+					     DCFS_OPT("nodefault_permissions",
+						      nodefault_permissions, 1),
+					     DCFS_OPT("acl", acl, 1),
+					     DCFS_OPT("noacl", acl, 0),
+					     DCFS_OPT("max_threads=%d", max_threads, 0),
+					     DCFS_OPT("max_idle_threads=%d", max_idle_threads, 0),
+					     DCFS_OPT("stop_timeout=%d", stop_timeout, 0),
+					     DCFS_OPT("clone_fd", clone_fd, 1),
+					     DCFS_OPT("nopassthrough", nopassthrough, 1),
+					     DCFS_OPT("uring", uring, 1),
+					     DCFS_OPT("nouring", uring, 0),
+					     DCFS_OPT("-s", singlethread, 1),
+					     FUSE_OPT_KEY("-f", KEY_FOREGROUND),
+					     FUSE_OPT_KEY("-d", KEY_DEBUG),
+					     FUSE_OPT_KEY("debug", KEY_DEBUG),
+					     FUSE_OPT_KEY("fsname=", KEY_FSNAME),
+					     FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
+					     FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
+					     FUSE_OPT_KEY("allow_root", KEY_ALLOW_ROOT),
+					     FUSE_OPT_KEY("ro", KEY_RO),
+					     FUSE_OPT_KEY("rw", KEY_RW),
+					     FUSE_OPT_KEY("-h", KEY_HELP),
+					     FUSE_OPT_KEY("--help", KEY_HELP),
+					     FUSE_OPT_KEY("-V", KEY_VERSION),
+					     FUSE_OPT_KEY("--version", KEY_VERSION),
+					     FUSE_OPT_END };
 
 /*
  * `dcfs --list-options`: the templates of the table above, one per line
@@ -87,48 +89,31 @@ static int positional(struct dcfs_options *opt, const char *arg)
 	return 0;
 }
 
-static int opt_proc(void *data, const char *arg, int key,
-		    struct fuse_args *outargs)
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
 	struct dcfs_options *opt = data;
 
 	(void)outargs;
 	switch (key) {
-	case FUSE_OPT_KEY_NONOPT:
-		return positional(opt, arg);
-	case KEY_HELP:
-		opt->show_help = 1;
-		return 0;
-	case KEY_VERSION:
-		opt->show_version = 1;
-		return 0;
+	case FUSE_OPT_KEY_NONOPT: return positional(opt, arg);
+	case KEY_HELP: opt->show_help = 1; return 0;
+	case KEY_VERSION: opt->show_version = 1; return 0;
 	case KEY_DEBUG:
 		/* Kept for libfuse too, which then traces every request. */
 		opt->debug = 1;
 		opt->foreground = 1;
 		return 1;
-	case KEY_FOREGROUND:
-		opt->foreground = 1;
-		return 0;
-	case KEY_FSNAME:
-		opt->has_fsname = 1;
-		return 1;
-	case KEY_SUBTYPE:
-		opt->has_subtype = 1;
-		return 1;
-	case KEY_ALLOW_OTHER:
-		opt->allow_other = 1;
-		return 1;
-	case KEY_ALLOW_ROOT:
-		opt->allow_root = 1;
-		return 1;
+	case KEY_FOREGROUND: opt->foreground = 1; return 0;
+	case KEY_FSNAME: opt->has_fsname = 1; return 1;
+	case KEY_SUBTYPE: opt->has_subtype = 1; return 1;
+	case KEY_ALLOW_OTHER: opt->allow_other = 1; return 1;
+	case KEY_ALLOW_ROOT: opt->allow_root = 1; return 1;
 	case KEY_RO:
 	case KEY_RW:
 		/* Kept for libfuse, which mounts with MS_RDONLY or not. */
 		opt->readonly = key == KEY_RO;
 		return 1;
-	default:
-		return 1;
+	default: return 1;
 	}
 }
 
@@ -203,8 +188,7 @@ static int apply_cache_mode(struct dcfs_options *opt)
 	else if (strcmp(opt->cache_mode, "always") == 0)
 		t = 86400.0;
 	else {
-		fprintf(stderr,
-			"dcfs: bad cache mode '%s' (expected never, auto or always)\n",
+		fprintf(stderr, "dcfs: bad cache mode '%s' (expected never, auto or always)\n",
 			opt->cache_mode);
 		return -EINVAL;
 	}
@@ -300,13 +284,11 @@ static int check_dir(const char *what, const char *path)
 		return -EINVAL;
 	}
 	if (stat(path, &st) < 0) {
-		fprintf(stderr, "dcfs: %s %s: %s\n", what, path,
-			strerror(errno));
+		fprintf(stderr, "dcfs: %s %s: %s\n", what, path, strerror(errno));
 		return -errno;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "dcfs: %s %s: %s\n", what, path,
-			strerror(ENOTDIR));
+		fprintf(stderr, "dcfs: %s %s: %s\n", what, path, strerror(ENOTDIR));
 		return -ENOTDIR;
 	}
 	return 0;
@@ -322,8 +304,7 @@ int options_validate(const struct dcfs_options *opt)
 	err = check_dir("mount point", opt->mountpoint);
 	if (err)
 		return err;
-	if (opt->attr_timeout < 0 || opt->entry_timeout < 0 ||
-	    opt->negative_timeout < 0) {
+	if (opt->attr_timeout < 0 || opt->entry_timeout < 0 || opt->negative_timeout < 0) {
 		fprintf(stderr, "dcfs: timeouts must not be negative\n");
 		return -EINVAL;
 	}
@@ -359,14 +340,13 @@ int options_check_empty(const struct dcfs_options *opt)
 	if (!opt->nonempty) {
 		err = dir_is_empty(opt->mountpoint);
 		if (err == 0) {
-			fprintf(stderr,
-				"dcfs: mount point %s is not empty (use -o nonempty)\n",
+			fprintf(stderr, "dcfs: mount point %s is not empty (use -o nonempty)\n",
 				opt->mountpoint);
 			return -ENOTEMPTY;
 		}
 		if (err < 0) {
-			fprintf(stderr, "dcfs: mount point %s: %s\n",
-				opt->mountpoint, strerror(-err));
+			fprintf(stderr, "dcfs: mount point %s: %s\n", opt->mountpoint,
+				strerror(-err));
 			return err;
 		}
 	}
@@ -374,8 +354,7 @@ int options_check_empty(const struct dcfs_options *opt)
 }
 
 /* The options dcfs always wants from the kernel, unless told otherwise. */
-int options_add_mount_args(struct fuse_args *args,
-			   const struct dcfs_options *opt)
+int options_add_mount_args(struct fuse_args *args, const struct dcfs_options *opt)
 {
 	char *o = NULL;
 	int err = 0;

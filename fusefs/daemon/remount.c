@@ -35,8 +35,7 @@ static bool list_has_remount(const char *list)
 bool remount_asked(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "-o") == 0 && i + 1 < argc &&
-		    list_has_remount(argv[++i]))
+		if (strcmp(argv[i], "-o") == 0 && i + 1 < argc && list_has_remount(argv[++i]))
 			return true;
 		if (strncmp(argv[i], "-o", 2) == 0 && list_has_remount(argv[i] + 2))
 			return true;
@@ -81,7 +80,6 @@ int remount_cmd(int argc, char **argv)
 	}
 	args[n] = NULL;
 	execvp(helper, args);
-	fprintf(stderr, "dcfs: remount: cannot run %s: %s\n", helper,
-		strerror(errno));
+	fprintf(stderr, "dcfs: remount: cannot run %s: %s\n", helper, strerror(errno));
 	return 32;
 }

@@ -100,18 +100,20 @@ static void drain(int sig)
 		return;
 	}
 	if (timeout <= 0) {
-		log_info("%s: stop_timeout=0: unmounting with %zu file%s open\n",
-			 sig_name(sig), n, n == 1 ? "" : "s");
+		log_info("%s: stop_timeout=0: unmounting with %zu file%s open\n", sig_name(sig), n,
+			 n == 1 ? "" : "s");
 		return;
 	}
 	drain_begin();
-	log_info("%s: stopping: refusing new opens, waiting up to %d s for %zu open file%s (send it again to unmount now)\n",
-		 sig_name(sig), timeout, n, n == 1 ? "" : "s");
+	log_info(
+		"%s: stopping: refusing new opens, waiting up to %d s for %zu open file%s (send it again to unmount now)\n",
+		sig_name(sig), timeout, n, n == 1 ? "" : "s");
 	for (;;) {
 		left = start + timeout - now_s();
 		if (left <= 0) {
-			log_warn("stop timeout of %d s reached with %zu file%s still open: unmounting\n",
-				 timeout, n, n == 1 ? "" : "s");
+			log_warn(
+				"stop timeout of %d s reached with %zu file%s still open: unmounting\n",
+				timeout, n, n == 1 ? "" : "s");
 			return;
 		}
 		sig = wait_signal(left < 0.1 ? (int)(left * 1000) + 1 : 100);
@@ -119,13 +121,12 @@ static void drain(int sig)
 			return;
 		n = io_open_count();
 		if (sig) {
-			log_warn("second %s: unmounting now with %zu file%s open\n",
-				 sig_name(sig), n, n == 1 ? "" : "s");
+			log_warn("second %s: unmounting now with %zu file%s open\n", sig_name(sig),
+				 n, n == 1 ? "" : "s");
 			return;
 		}
 		if (n == 0) {
-			log_info("all files closed after %.1f s: unmounting\n",
-				 now_s() - start);
+			log_info("all files closed after %.1f s: unmounting\n", now_s() - start);
 			return;
 		}
 	}
@@ -155,13 +156,13 @@ static void bound_stop(double start, int sig)
 	if (quit_by(abort_at))
 		return;
 	atomic_store(&stop.forced, true);
-	log_warn("%s: the session has not ended after %.1f s (a request is blocked in the kernel): ending the connection and unmounting %s\n",
-		 sig_name(sig), now_s() - start, dcfs.opt.mountpoint);
+	log_warn(
+		"%s: the session has not ended after %.1f s (a request is blocked in the kernel): ending the connection and unmounting %s\n",
+		sig_name(sig), now_s() - start, dcfs.opt.mountpoint);
 	guard_end_self(dcfs.opt.mountpoint);
 	if (quit_by(exit_at))
 		return;
-	log_err("%s: still blocked after %.1f s: exiting\n", sig_name(sig),
-		now_s() - start);
+	log_err("%s: still blocked after %.1f s: exiting\n", sig_name(sig), now_s() - start);
 	_exit(1);
 }
 

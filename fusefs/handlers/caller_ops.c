@@ -34,18 +34,18 @@ static struct {
 } caller;
 
 /* One wrapper per op of DCFS_FUSE_OPS (handlers.h); its row says which. */
-#define AS_CALLER(op, who, ro, params, args)                       \
-	static void __attribute__((unused)) caller_##op params     \
-	{                                                          \
-		int how = creds_enter(req);                        \
-		caller.real.op args;                                      \
-		creds_leave(how);                                  \
+#define AS_CALLER(op, who, ro, params, args)                   \
+	static void __attribute__((unused)) caller_##op params \
+	{                                                      \
+		int how = creds_enter(req);                    \
+		caller.real.op args;                           \
+		creds_leave(how);                              \
 	}
 DCFS_FUSE_OPS(AS_CALLER)
 #undef AS_CALLER
 
-static void caller_setattr_checked(fuse_req_t req, fuse_ino_t i, struct stat *a,
-				   int v, struct fuse_file_info *fi)
+static void caller_setattr_checked(fuse_req_t req, fuse_ino_t i, struct stat *a, int v,
+				   struct fuse_file_info *fi)
 {
 	if (!caller.as_caller_all && (v & FUSE_SET_ATTR_MODE))
 		caller.real.setattr(req, i, a, v, fi);
@@ -63,8 +63,8 @@ void caller_ops_wrap(struct fuse_lowlevel_ops *ops, bool all)
 {
 	caller.real = *ops;
 	caller.as_caller_all = all;
-#define WRAP(op, who, ro, params, args)             \
-	if (ops->op && runs_as_caller(who, all))    \
+#define WRAP(op, who, ro, params, args)          \
+	if (ops->op && runs_as_caller(who, all)) \
 		ops->op = caller_##op;
 	DCFS_FUSE_OPS(WRAP)
 #undef WRAP

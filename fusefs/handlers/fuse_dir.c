@@ -16,7 +16,7 @@
 
 struct dcfs_dir {
 	DIR *dp;
-	bool plus_ok; /* the opener may look names up in it: see can_search() */
+	bool plus_ok;	      /* the opener may look names up in it: see can_search() */
 	struct dirent *entry; /* read but not yet handed to the kernel */
 	off_t offset;
 	struct dcfs_dir *prev, *next; /* open handles, for teardown */
@@ -101,8 +101,7 @@ static bool can_search(int fd)
 	return faccessat(fd, "", X_OK, AT_EMPTY_PATH | AT_EACCESS) == 0;
 }
 
-static void dcfs_opendir(fuse_req_t req, fuse_ino_t ino,
-			 struct fuse_file_info *fi)
+static void dcfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct dcfs_dir *d = calloc(1, sizeof(*d));
 	int fd, err = -ENOMEM;
@@ -134,8 +133,7 @@ out_err:
 
 static bool is_dot_or_dotdot(const char *name)
 {
-	return name[0] == '.' &&
-	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+	return name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
 }
 
 static int next_entry(struct dcfs_dir *d, struct dirent **out)
@@ -167,8 +165,7 @@ static size_t add_entry(fuse_req_t req, fuse_ino_t ino, char *p, size_t rem,
 		memset(&e, 0, sizeof(e));
 		e.attr.st_ino = de->d_ino;
 		e.attr.st_mode = DTTOIF(de->d_type);
-		return fuse_add_direntry_plus(req, p, rem, de->d_name, &e,
-					      de->d_off);
+		return fuse_add_direntry_plus(req, p, rem, de->d_name, &e, de->d_off);
 	}
 	mark = io_entry_mark();
 	if (inode_lookup(inode_of(ino), de->d_name, &e) < 0)
@@ -188,8 +185,8 @@ static size_t add_entry(fuse_req_t req, fuse_ino_t ino, char *p, size_t rem,
  * on a kernel older than 3.9, which FUSE passthrough and dcfs do not run
  * on); libfuse answers one with ENOSYS.
  */
-static void dcfs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
-			     off_t offset, struct fuse_file_info *fi)
+static void dcfs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+			     struct fuse_file_info *fi)
 {
 	struct dcfs_dir *d = dir_of(fi);
 	char *buf = malloc(size), *p = buf;
@@ -224,8 +221,7 @@ static void dcfs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 	free(buf);
 }
 
-static void dcfs_releasedir(fuse_req_t req, fuse_ino_t ino,
-			    struct fuse_file_info *fi)
+static void dcfs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct dcfs_dir *d = dir_of(fi);
 
@@ -234,8 +230,7 @@ static void dcfs_releasedir(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 }
 
-static void dcfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
-			  struct fuse_file_info *fi)
+static void dcfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	int fd = dirfd(dir_of(fi)->dp);
 	int err = (int)dcfs_err(datasync ? fdatasync(fd) : fsync(fd));

@@ -59,9 +59,7 @@ static _Atomic unsigned long refused;
  * again later", which callers report sensibly.  Returns true if the open of
  * name in dir (or of inode, name NULL) is refused.
  */
-static bool refuse_open_while_stopping(fuse_req_t req,
-				       struct dcfs_inode *inode,
-				       const char *name)
+static bool refuse_open_while_stopping(fuse_req_t req, struct dcfs_inode *inode, const char *name)
 {
 	unsigned long n;
 	char path[4096];
@@ -71,12 +69,10 @@ static bool refuse_open_while_stopping(fuse_req_t req,
 	n = atomic_fetch_add(&refused, 1) + 1;
 	if (n <= REFUSE_LOG_FIRST || n % REFUSE_LOG_EVERY == 0) {
 		if (inode_backing_path(inode, path, sizeof(path)) < 0)
-			snprintf(path, sizeof(path), "(ino %llu)",
-				 (unsigned long long)inode->ino);
+			snprintf(path, sizeof(path), "(ino %llu)", (unsigned long long)inode->ino);
 		log_info("stopping: refused %s of %s%s%s by pid %d (EBUSY)%s\n",
-			 name ? "create" : "open", path,
-			 name && strcmp(path, "/") ? "/" : "", name ? name : "",
-			 (int)fuse_req_ctx(req)->pid,
+			 name ? "create" : "open", path, name && strcmp(path, "/") ? "/" : "",
+			 name ? name : "", (int)fuse_req_ctx(req)->pid,
 			 n > REFUSE_LOG_FIRST ? " (logging every 100th)" : "");
 	}
 	return true;
@@ -189,8 +185,7 @@ static void dcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
  * decided by the backing filesystem with the caller's rights, O_TRUNC
  * included.
  */
-static int create_or_open(int dirfd, const char *name, int flags,
-			  mode_t mode, bool *created)
+static int create_or_open(int dirfd, const char *name, int flags, mode_t mode, bool *created)
 {
 	int fd, base = backing_flags(flags) | O_NOFOLLOW;
 
@@ -211,14 +206,13 @@ static void undo_create(int dirfd, const char *name, int fd)
 {
 	struct stat made, now;
 
-	if (fstat(fd, &made) == 0 &&
-	    fstatat(dirfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+	if (fstat(fd, &made) == 0 && fstatat(dirfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    made.st_dev == now.st_dev && made.st_ino == now.st_ino)
 		unlinkat(dirfd, name, 0);
 }
 
-static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-			mode_t mode, struct fuse_file_info *fi)
+static void dcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			struct fuse_file_info *fi)
 {
 	struct dcfs_inode *dir = inode_of(parent);
 	struct fuse_entry_param e;
@@ -285,8 +279,7 @@ static void dcfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	io_put(f);
 }
 
-static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino,
-			   struct fuse_bufvec *in, off_t off,
+static void dcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
 			   struct fuse_file_info *fi)
 {
 	struct dcfs_file *f = io_get(fi);
@@ -311,8 +304,7 @@ static void dcfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, -err);
 }
 
-static void dcfs_release(fuse_req_t req, fuse_ino_t ino,
-			 struct fuse_file_info *fi)
+static void dcfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
 	fuse_lock_release(dcfs_file_of(fi), fi->flock_release);
@@ -320,8 +312,7 @@ static void dcfs_release(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 }
 
-static void dcfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
-		       struct fuse_file_info *fi)
+static void dcfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	struct dcfs_file *f = io_get(fi);
 	int err = io_fsync(f, datasync);
@@ -331,8 +322,8 @@ static void dcfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fuse_reply_err(req, -err);
 }
 
-static void dcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
-			   off_t off, off_t len, struct fuse_file_info *fi)
+static void dcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			   struct fuse_file_info *fi)
 {
 	struct dcfs_file *f = io_get(fi);
 	int err = io_fallocate(req, f, mode, off, len);
@@ -354,15 +345,12 @@ static void dcfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_lseek(req, res);
 }
 
-static void dcfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
-				 off_t off_in, struct fuse_file_info *fi_in,
-				 fuse_ino_t ino_out, off_t off_out,
-				 struct fuse_file_info *fi_out, size_t len,
-				 int flags)
+static void dcfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+				 struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+				 struct fuse_file_info *fi_out, size_t len, int flags)
 {
 	struct dcfs_file *fin = io_get(fi_in), *fout = io_get(fi_out);
-	ssize_t n = io_copy_file_range(req, fin, off_in, fout, off_out, len,
-				       flags);
+	ssize_t n = io_copy_file_range(req, fin, off_in, fout, off_out, len, flags);
 
 	(void)ino_in;
 	(void)ino_out;

@@ -16,8 +16,7 @@
 
 #include "handlers/handlers.h"
 
-static void reply_entry_or_err(fuse_req_t req, int err,
-			       const struct fuse_entry_param *e)
+static void reply_entry_or_err(fuse_req_t req, int err, const struct fuse_entry_param *e)
 {
 	if (err)
 		fuse_reply_err(req, -err);
@@ -55,16 +54,14 @@ static void dcfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 	fuse_reply_none(req);
 }
 
-static void dcfs_forget_multi(fuse_req_t req, size_t count,
-			      struct fuse_forget_data *forgets)
+static void dcfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
 	for (size_t i = 0; i < count; i++)
 		inode_forget(inode_of(forgets[i].ino), forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
-static void dcfs_getattr(fuse_req_t req, fuse_ino_t ino,
-			 struct fuse_file_info *fi)
+static void dcfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct stat st;
 	int err = io_getattr(inode_of(ino), fi, &st);
@@ -96,12 +93,10 @@ static int setattr_owner(int pfd, const struct stat *attr, int valid)
 	uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
 	gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
 
-	return (int)dcfs_err(fchownat(pfd, "", uid, gid,
-				      AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+	return (int)dcfs_err(fchownat(pfd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
 }
 
-static struct timespec time_arg(const struct timespec *t, int valid,
-				int set_bit, int now_bit)
+static struct timespec time_arg(const struct timespec *t, int valid, int set_bit, int now_bit)
 {
 	struct timespec ts = { .tv_nsec = UTIME_OMIT };
 
@@ -116,18 +111,14 @@ static int setattr_times(int pfd, int fd, const struct stat *attr, int valid)
 {
 	struct timespec tv[2];
 
-	tv[0] = time_arg(&attr->st_atim, valid, FUSE_SET_ATTR_ATIME,
-			 FUSE_SET_ATTR_ATIME_NOW);
-	tv[1] = time_arg(&attr->st_mtim, valid, FUSE_SET_ATTR_MTIME,
-			 FUSE_SET_ATTR_MTIME_NOW);
+	tv[0] = time_arg(&attr->st_atim, valid, FUSE_SET_ATTR_ATIME, FUSE_SET_ATTR_ATIME_NOW);
+	tv[1] = time_arg(&attr->st_mtim, valid, FUSE_SET_ATTR_MTIME, FUSE_SET_ATTR_MTIME_NOW);
 	if (fd >= 0)
 		return (int)dcfs_err(futimens(fd, tv));
-	return (int)dcfs_err(utimensat(pfd, "", tv,
-				       AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+	return (int)dcfs_err(utimensat(pfd, "", tv, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
 }
 
-static int setattr_apply(struct dcfs_inode *inode, int fd,
-			 const struct stat *attr, int valid)
+static int setattr_apply(struct dcfs_inode *inode, int fd, const struct stat *attr, int valid)
 {
 	int pfd = fdcache_pin(inode), err = 0;
 
@@ -139,16 +130,15 @@ static int setattr_apply(struct dcfs_inode *inode, int fd,
 		err = setattr_owner(pfd, attr, valid);
 	if (!err && (valid & FUSE_SET_ATTR_SIZE))
 		err = io_truncate(inode, pfd, fd, attr->st_size);
-	if (!err && (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
-			      FUSE_SET_ATTR_ATIME_NOW |
+	if (!err && (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
 			      FUSE_SET_ATTR_MTIME_NOW)))
 		err = setattr_times(pfd, fd, attr, valid);
 	fdcache_unpin(inode);
 	return err;
 }
 
-static void dcfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-			 int valid, struct fuse_file_info *fi)
+static void dcfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
+			 struct fuse_file_info *fi)
 {
 	struct dcfs_inode *inode = inode_of(ino);
 	int err;
@@ -190,8 +180,8 @@ static void dcfs_readlink(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_readlink(req, buf);
 }
 
-static int make_object(struct dcfs_inode *dir, const char *name, mode_t mode,
-		       dev_t rdev, const char *target)
+static int make_object(struct dcfs_inode *dir, const char *name, mode_t mode, dev_t rdev,
+		       const char *target)
 {
 	int fd = fdcache_pin(dir), err;
 
@@ -214,8 +204,8 @@ static int make_object(struct dcfs_inode *dir, const char *name, mode_t mode,
  * backing tree meanwhile, the kernel must not get an object of another
  * type for the one it asked for.
  */
-static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      mode_t mode, dev_t rdev, const char *target)
+static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev,
+		      const char *target)
 {
 	struct dcfs_inode *dir = inode_of(parent);
 	struct fuse_entry_param e;
@@ -228,28 +218,24 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!err)
 		err = inode_lookup(dir, name, &e);
 	if (!err && (e.attr.st_mode & S_IFMT) != (mode & S_IFMT)) {
-		log_warn("%s was replaced in the backing tree while being created\n",
-			 name);
+		log_warn("%s was replaced in the backing tree while being created\n", name);
 		inode_forget(inode_of(e.ino), 1);
 		err = -EEXIST;
 	}
 	reply_entry_or_err(req, err, &e);
 }
 
-static void dcfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-		       mode_t mode, dev_t rdev)
+static void dcfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	make_node(req, parent, name, mode, rdev, NULL);
 }
 
-static void dcfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-		       mode_t mode)
+static void dcfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	make_node(req, parent, name, S_IFDIR | mode, 0, NULL);
 }
 
-static void dcfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
-			 const char *name)
+static void dcfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
 	make_node(req, parent, name, S_IFLNK | 0777, 0, link);
 }
@@ -278,9 +264,8 @@ static void dcfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	fuse_reply_err(req, -unlink_in(parent, name, AT_REMOVEDIR));
 }
 
-static void dcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-			fuse_ino_t newparent, const char *newname,
-			unsigned int flags)
+static void dcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+			const char *newname, unsigned int flags)
 {
 	struct dcfs_inode *from = inode_of(parent);
 	struct dcfs_inode *to = inode_of(newparent);
@@ -293,8 +278,7 @@ static void dcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	tfd = fdcache_pin(to);
 	if (tfd >= 0 && !(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)))
 		inode_release_name(tfd, newname);
-	err = tfd < 0 ? tfd :
-			(int)dcfs_err(renameat2(ffd, name, tfd, newname, flags));
+	err = tfd < 0 ? tfd : (int)dcfs_err(renameat2(ffd, name, tfd, newname, flags));
 	if (tfd >= 0)
 		fdcache_unpin(to);
 	fdcache_unpin(from);
@@ -311,12 +295,10 @@ static int link_fd(int fd, int newdirfd, const char *newname)
 	if (errno != ENOENT && errno != EPERM)
 		return -errno;
 	inode_proc_path(fd, path);
-	return (int)dcfs_err(linkat(AT_FDCWD, path, newdirfd, newname,
-				    AT_SYMLINK_FOLLOW));
+	return (int)dcfs_err(linkat(AT_FDCWD, path, newdirfd, newname, AT_SYMLINK_FOLLOW));
 }
 
-static void dcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
-		      const char *newname)
+static void dcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	struct dcfs_inode *dir = inode_of(newparent);
 	struct dcfs_inode *inode = inode_of(ino);

@@ -56,15 +56,15 @@
 struct owner {
 	struct owner *next;
 	struct dcfs_inode *inode;
-	uint64_t id;		 /* the kernel's lock_owner */
-	uid_t uid;		 /* who opened the descriptor (the caps) */
-	int fd;			 /* its backing descriptor */
-	int accmode;		 /* O_RDONLY, O_WRONLY or O_RDWR */
-	pid_t pid;		 /* of its last lock: F_GETLK's l_pid */
+	uint64_t id;		     /* the kernel's lock_owner */
+	uid_t uid;		     /* who opened the descriptor (the caps) */
+	int fd;			     /* its backing descriptor */
+	int accmode;		     /* O_RDONLY, O_WRONLY or O_RDWR */
+	pid_t pid;		     /* of its last lock: F_GETLK's l_pid */
 	const struct dcfs_file *via; /* the handle it was first used through */
-	bool multi;		 /* used through another handle too */
-	unsigned int waits;	 /* requests waiting on fd */
-	bool gone;		 /* flushed while waits > 0: closed by the last */
+	bool multi;		     /* used through another handle too */
+	unsigned int waits;	     /* requests waiting on fd */
+	bool gone;		     /* flushed while waits > 0: closed by the last */
 };
 
 static struct owner *owners[OWNER_BUCKETS];
@@ -169,8 +169,8 @@ static bool mode_allows(int accmode, short type)
  * The owner's descriptor for a lock of type, made on first use.  Returns it
  * with owners_lock held, or NULL with *err set (lock released).
  */
-static struct owner *owner_get(fuse_req_t req, struct dcfs_file *f, uint64_t id,
-			       short type, int *err)
+static struct owner *owner_get(fuse_req_t req, struct dcfs_file *f, uint64_t id, short type,
+			       int *err)
 {
 	uid_t uid = fuse_req_ctx(req)->uid;
 	struct user_count *u;
@@ -227,12 +227,12 @@ static struct owner *owner_get(fuse_req_t req, struct dcfs_file *f, uint64_t id,
 struct lock_wait {
 	struct lock_wait *prev, *next; /* waits, owners_lock */
 	fuse_req_t req;
-	int fd;		   /* flock: a duplicate of the handle's backing fd */
-	struct owner *o;   /* POSIX: the owner; NULL for flock */
-	struct flock fl;   /* POSIX */
-	int op;		   /* flock */
+	int fd;		 /* flock: a duplicate of the handle's backing fd */
+	struct owner *o; /* POSIX: the owner; NULL for flock */
+	struct flock fl; /* POSIX */
+	int op;		 /* flock */
 	uid_t uid;
-	pid_t pid;	   /* the caller's */
+	pid_t pid; /* the caller's */
 	pthread_t thread;
 	_Atomic bool interrupted, done;
 };
@@ -451,8 +451,7 @@ static bool held_by_ofd(int fd, const struct flock *want)
 	struct flock fl = *want;
 
 	fl.l_pid = 0;
-	return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK &&
-	       fl.l_pid < 0;
+	return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK && fl.l_pid < 0;
 }
 
 struct try_flock {
@@ -554,8 +553,8 @@ static pid_t holder_pid(const struct dcfs_inode *inode, const struct owner *self
 			while (fp && fgets(line, sizeof(line), fp)) {
 				char kind[16], type[16], s[32], e[32];
 
-				if (sscanf(line, "lock: %*d: %15s %*s %15s %*d %*s %31s %31s",
-					   kind, type, s, e) != 4 ||
+				if (sscanf(line, "lock: %*d: %15s %*s %15s %*d %*s %31s %31s", kind,
+					   type, s, e) != 4 ||
 				    strcmp(kind, "OFDLCK") != 0 ||
 				    (strcmp(type, "WRITE") == 0) != (fl->l_type == F_WRLCK) ||
 				    atoll(s) != start ||
@@ -597,8 +596,7 @@ static void dcfs_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_lock(req, &fl);
 }
 
-static void dcfs_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
-		       int op)
+static void dcfs_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
 {
 	(void)ino;
 	struct dcfs_file *f = dcfs_file_of(fi);

@@ -64,16 +64,14 @@ static char *root_policy_text(bool privileged)
 	config_summary(cfg, summary, sizeof(summary));
 	if (privileged) {
 		if (asprintf(&text, "config %s loaded %s; %s",
-			     cfg->path ? cfg->path : "(built-in defaults)",
-			     when, summary) < 0)
+			     cfg->path ? cfg->path : "(built-in defaults)", when, summary) < 0)
 			text = NULL;
 	} else {
 		const char *rules = strstr(summary, ": OK: ");
 
 		if (asprintf(&text, "config %s loaded %s; %s",
-			     cfg->path ? "(path shown to root only)" :
-					 "(built-in defaults)",
-			     when, rules ? rules + 6 : "") < 0)
+			     cfg->path ? "(path shown to root only)" : "(built-in defaults)", when,
+			     rules ? rules + 6 : "") < 0)
 			text = NULL;
 	}
 	config_put(cfg);
@@ -116,19 +114,17 @@ static char *file_policy_text(fuse_req_t req, struct dcfs_inode *inode)
 }
 
 /* Returns the value (malloc'd) or NULL with *err set. */
-static char *virtual_value(fuse_req_t req, struct dcfs_inode *inode,
-			   const char *name, int *err)
+static char *virtual_value(fuse_req_t req, struct dcfs_inode *inode, const char *name, int *err)
 {
 	bool root = inode == &dcfs.root;
 	bool privileged = fuse_req_ctx(req)->uid == 0;
-	bool stats = root && strncmp(name, VIRTUAL_PREFIX "stats",
-				     strlen(VIRTUAL_PREFIX "stats")) == 0;
+	bool stats =
+		root && strncmp(name, VIRTUAL_PREFIX "stats", strlen(VIRTUAL_PREFIX "stats")) == 0;
 	char *v = NULL;
 
 	*err = ENODATA;
 	if (strcmp(name, VIRTUAL_PREFIX "policy") == 0) {
-		v = root ? root_policy_text(privileged) :
-			   file_policy_text(req, inode);
+		v = root ? root_policy_text(privileged) : file_policy_text(req, inode);
 	} else if (stats && !privileged) {
 		*err = EACCES;
 	} else if (root && strcmp(name, VIRTUAL_PREFIX "stats") == 0) {
@@ -145,8 +141,7 @@ static char *virtual_value(fuse_req_t req, struct dcfs_inode *inode,
 	return v;
 }
 
-static void reply_virtual(fuse_req_t req, struct dcfs_inode *inode,
-			  const char *name, size_t size)
+static void reply_virtual(fuse_req_t req, struct dcfs_inode *inode, const char *name, size_t size)
 {
 	int err;
 	char *v = virtual_value(req, inode, name, &err);
@@ -193,8 +188,7 @@ static void reply_sized(fuse_req_t req, size_t size, const char *buf, ssize_t n)
 
 /* getxattr (name) or listxattr (name NULL) of the backing object: the
  * length, or -errno. */
-static ssize_t backing_get(struct dcfs_inode *inode, const char *name, char *buf,
-			   size_t size)
+static ssize_t backing_get(struct dcfs_inode *inode, const char *name, char *buf, size_t size)
 {
 	char path[64];
 	ssize_t n = xattr_at(inode, path);
@@ -207,8 +201,7 @@ static ssize_t backing_get(struct dcfs_inode *inode, const char *name, char *buf
 }
 
 /* getxattr and listxattr (name NULL): the size, or the value in a buffer. */
-static void reply_backing(fuse_req_t req, struct dcfs_inode *inode, const char *name,
-			  size_t size)
+static void reply_backing(fuse_req_t req, struct dcfs_inode *inode, const char *name, size_t size)
 {
 	char *buf = NULL;
 
@@ -220,8 +213,7 @@ static void reply_backing(fuse_req_t req, struct dcfs_inode *inode, const char *
 	free(buf);
 }
 
-static void dcfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-			  size_t size)
+static void dcfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct dcfs_inode *inode = inode_of(ino);
 
@@ -241,8 +233,8 @@ static void dcfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
  * object: 0 or -errno.  A changed access ACL may have changed the mode
  * (the group class bits): the coherence model hears of it.
  */
-static int backing_set(struct dcfs_inode *inode, const char *name, const char *value,
-		       size_t size, int flags)
+static int backing_set(struct dcfs_inode *inode, const char *name, const char *value, size_t size,
+		       int flags)
 {
 	char path[64];
 	int err = xattr_at(inode, path);
@@ -268,8 +260,8 @@ static void reply_set(fuse_req_t req, fuse_ino_t ino, const char *name, const ch
 		fuse_reply_err(req, -backing_set(inode, name, value, size, flags));
 }
 
-static void dcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-			  const char *value, size_t size, int flags)
+static void dcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			  size_t size, int flags)
 {
 	/* An empty value is a value: never the NULL of a removal. */
 	reply_set(req, ino, name, value ? value : "", size, flags);

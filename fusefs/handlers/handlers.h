@@ -53,8 +53,16 @@ void fuse_xattr_ops(struct fuse_lowlevel_ops *ops);
  * Adding an op: implement it in a fuse_*.c file and check its row here;
  * a new libfuse op is a new row (the build says so).
  */
-enum op_who { OP_CALLER, OP_CALLER_NDP, OP_DAEMON };
-enum op_ro { OP_RO_OK, OP_RO_REFUSED, OP_RO_OPEN };
+enum op_who {
+	OP_CALLER,
+	OP_CALLER_NDP,
+	OP_DAEMON
+};
+enum op_ro {
+	OP_RO_OK,
+	OP_RO_REFUSED,
+	OP_RO_OPEN
+};
 
 typedef struct fuse_file_info fi_t;
 /* One op per row, not clang-format's layout: */

@@ -35,8 +35,8 @@
 #include "handlers/handlers.h"
 
 static struct {
-	atomic_bool readonly;		/* the mount is read-only now */
-	struct fuse_lowlevel_ops real;	/* the handlers, unwrapped */
+	atomic_bool readonly;	       /* the mount is read-only now */
+	struct fuse_lowlevel_ops real; /* the handlers, unwrapped */
 	pthread_t watcher;
 	int stop_fd, info_fd;
 	bool started;
@@ -56,8 +56,7 @@ static int line_sb_readonly(const char *line, dev_t dev)
 	const char *sep = strstr(line, " - ");
 	char type[64], source[4096], opts[16];
 
-	if (!sep || sscanf(line, "%*u %*u %u:%u", &maj, &min) != 2 ||
-	    makedev(maj, min) != dev)
+	if (!sep || sscanf(line, "%*u %*u %u:%u", &maj, &min) != 2 || makedev(maj, min) != dev)
 		return -1;
 	if (sscanf(sep + 3, "%63s %4095s %15[^,\n ]", type, source, opts) != 3)
 		return -1;
@@ -150,8 +149,9 @@ int readonly_start(void)
 	mount_ro.stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (mount_ro.info_fd < 0 || mount_ro.stop_fd < 0) {
 		err = -errno;
-		log_warn("cannot watch /proc/self/mountinfo: %s: a remount is not noticed by the daemon\n",
-			 strerror(-err));
+		log_warn(
+			"cannot watch /proc/self/mountinfo: %s: a remount is not noticed by the daemon\n",
+			strerror(-err));
 		readonly_stop();
 		return 0;
 	}
@@ -191,7 +191,7 @@ void readonly_stop(void)
 		if (refuse_change())                       \
 			fuse_reply_err(req, EROFS);        \
 		else                                       \
-			mount_ro.real.op args;                      \
+			mount_ro.real.op args;             \
 	}
 DCFS_FUSE_OPS(REFUSE_IF_RO)
 #undef REFUSE_IF_RO
@@ -214,8 +214,8 @@ static void ro_open_writing(fuse_req_t req, fuse_ino_t i, struct fuse_file_info 
 void readonly_ops_wrap(struct fuse_lowlevel_ops *ops)
 {
 	mount_ro.real = *ops;
-#define WRAP(op, who, ro, params, args)         \
-	if (ops->op && ro == OP_RO_REFUSED)     \
+#define WRAP(op, who, ro, params, args)     \
+	if (ops->op && ro == OP_RO_REFUSED) \
 		ops->op = ro_##op;
 	DCFS_FUSE_OPS(WRAP)
 #undef WRAP

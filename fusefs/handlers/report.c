@@ -20,11 +20,9 @@ static void json_classes(FILE *out)
 {
 	fputs("\"classes\":{", out);
 	for (int p = POLICY_CACHE; p < POLICY__COUNT; p++) {
-		fprintf(out, "%s\"%s\":{", p > POLICY_CACHE ? "," : "",
-			policy_name(p));
+		fprintf(out, "%s\"%s\":{", p > POLICY_CACHE ? "," : "", policy_name(p));
 		for (int k = 0; k < ST__COUNT; k++)
-			fprintf(out, "%s\"%s\":%llu", k ? "," : "",
-				stats_kind_name(k),
+			fprintf(out, "%s\"%s\":%llu", k ? "," : "", stats_kind_name(k),
 				(unsigned long long)stats_get(p, k));
 		fputc('}', out);
 	}
@@ -51,10 +49,8 @@ static void json_probes(FILE *out)
 	for (size_t i = 0; i < n; i++)
 		fprintf(out,
 			"%s{\"dev\":\"%u:%u\",\"fstype\":\"%s\",\"read\":\"%s\",\"write\":\"%s\"}",
-			i ? "," : "", major(probes[i].dev),
-			minor(probes[i].dev), probes[i].fstype,
-			probe_state_name(probes[i].rd),
-			probe_state_name(probes[i].wr));
+			i ? "," : "", major(probes[i].dev), minor(probes[i].dev), probes[i].fstype,
+			probe_state_name(probes[i].rd), probe_state_name(probes[i].wr));
 	fputc(']', out);
 	fprintf(out, ",\"residency\":\"%s\",\"force_fallback\":%s", resident_method(),
 		force_fallback() ? "true" : "false");
@@ -62,7 +58,9 @@ static void json_probes(FILE *out)
 
 static const char *pt_fs_state(int state, int err)
 {
-	return state == PT_FS_YES ? "passthrough" : state == PT_FS_REFUSED ? strerror(err) : "unknown";
+	return state == PT_FS_YES	? "passthrough"
+	       : state == PT_FS_REFUSED ? strerror(err)
+					: "unknown";
 }
 
 static void passthrough_json(FILE *out)
@@ -98,7 +96,8 @@ static void passthrough_table(FILE *out)
 
 	passthrough_stats(&p);
 	wire_stats(&w);
-	fprintf(out, "\npassthrough: %s%s%s%s; uncached passthrough %s; direct-I/O shared mmap %s\n",
+	fprintf(out,
+		"\npassthrough: %s%s%s%s; uncached passthrough %s; direct-I/O shared mmap %s\n",
 		p.on ? "on" : "off", p.on ? "" : " (", p.reason, p.on ? "" : ")",
 		p.dontcache ? "on" : "off", w.allow_mmap ? "allowed" : "off");
 	fprintf(out,
@@ -216,7 +215,8 @@ static void reload_table(FILE *out)
 
 	reload_stats(&r);
 	if (r.failed)
-		fprintf(out, "LAST RELOAD %s\n  (the rules loaded before stay in force)\n\n", r.error);
+		fprintf(out, "LAST RELOAD %s\n  (the rules loaded before stay in force)\n\n",
+			r.error);
 }
 
 static void fdcache_json(FILE *out)
@@ -295,17 +295,16 @@ static const char *human(uint64_t n, char buf[16])
 static void table_narrow(FILE *out)
 {
 	static const enum stat_kind bytes[] = {
-		ST_READ_DONTCACHE, ST_WRITE_DONTCACHE, ST_READ_FALLBACK,
-		ST_WRITE_FALLBACK, ST_READ_CACHED, ST_WRITE_CACHED,
-		ST_READ_KERNEL, ST_WRITE_KERNEL,
+		ST_READ_DONTCACHE, ST_WRITE_DONTCACHE, ST_READ_FALLBACK, ST_WRITE_FALLBACK,
+		ST_READ_CACHED,	   ST_WRITE_CACHED,    ST_READ_KERNEL,	 ST_WRITE_KERNEL,
 	};
 	char h[16];
 
 	fputs("bytes read (rd) and written (wr) by backing I/O: dc RWF_DONTCACHE,\n"
-	      "fb fallback window, c page cache, k by the kernel (passthrough, estimated)\n", out);
-	fprintf(out, "%-15s %7s %7s %7s %7s %7s %7s %7s %7s %7s %8s\n", "class",
-		"opened", "dc_rd", "dc_wr", "fb_rd", "fb_wr", "c_rd", "c_wr", "k_rd",
-		"k_wr", "switched");
+	      "fb fallback window, c page cache, k by the kernel (passthrough, estimated)\n",
+	      out);
+	fprintf(out, "%-15s %7s %7s %7s %7s %7s %7s %7s %7s %7s %8s\n", "class", "opened", "dc_rd",
+		"dc_wr", "fb_rd", "fb_wr", "c_rd", "c_wr", "k_rd", "k_wr", "switched");
 	for (int p = POLICY_CACHE; p < POLICY__COUNT; p++) {
 		fprintf(out, "%-15s %7llu", policy_name(p),
 			(unsigned long long)stats_get(p, ST_OPENED));
@@ -313,12 +312,10 @@ static void table_narrow(FILE *out)
 			fprintf(out, " %7s", human(stats_get(p, bytes[i]), h));
 		fprintf(out, " %8llu\n", (unsigned long long)stats_get(p, ST_SWITCHED));
 	}
-	fprintf(out, "\n%-15s %9s %9s %9s %9s %9s %8s %8s\n", "uncached writes",
-		"requests", "coalesced", "backing", "backgrnd", "in_flight",
-		"wb_waits", "errors");
+	fprintf(out, "\n%-15s %9s %9s %9s %9s %9s %8s %8s\n", "uncached writes", "requests",
+		"coalesced", "backing", "backgrnd", "in_flight", "wb_waits", "errors");
 	for (int p = POLICY_CACHE + 1; p < POLICY__COUNT; p++)
-		fprintf(out, "%-15s %9llu %9llu %9llu %9llu %9s %8llu %8llu\n",
-			policy_name(p),
+		fprintf(out, "%-15s %9llu %9llu %9llu %9llu %9s %8llu %8llu\n", policy_name(p),
 			(unsigned long long)stats_get(p, ST_WRITE_REQUESTS),
 			(unsigned long long)stats_get(p, ST_COALESCED),
 			(unsigned long long)stats_get(p, ST_BACKING_WRITES),
@@ -331,14 +328,13 @@ static void table_narrow(FILE *out)
 static void table_wide(FILE *out)
 {
 	fprintf(out, "%-16s %8s %14s %14s %14s %14s %14s %14s %14s %14s %8s %8s %8s %14s\n",
-		"class", "opened", "read_dc", "written_dc", "read_fb",
-		"written_fb", "read_cached", "written_cached", "read_kernel",
-		"written_kernel", "switched", "pt", "fuse_ra", "dropped_behind");
+		"class", "opened", "read_dc", "written_dc", "read_fb", "written_fb", "read_cached",
+		"written_cached", "read_kernel", "written_kernel", "switched", "pt", "fuse_ra",
+		"dropped_behind");
 	for (int p = POLICY_CACHE; p < POLICY__COUNT; p++)
 		fprintf(out,
 			"%-16s %8llu %14llu %14llu %14llu %14llu %14llu %14llu %14llu %14llu %8llu %8llu %8llu %14llu\n",
-			policy_name(p),
-			(unsigned long long)stats_get(p, ST_OPENED),
+			policy_name(p), (unsigned long long)stats_get(p, ST_OPENED),
 			(unsigned long long)stats_get(p, ST_READ_DONTCACHE),
 			(unsigned long long)stats_get(p, ST_WRITE_DONTCACHE),
 			(unsigned long long)stats_get(p, ST_READ_FALLBACK),
@@ -352,14 +348,13 @@ static void table_wide(FILE *out)
 			(unsigned long long)stats_get(p, ST_FUSE_READAHEAD),
 			(unsigned long long)stats_get(p, ST_DROPPED_BEHIND));
 	/* The write engine (write_pipe.c); the cache class never uses it. */
-	fprintf(out, "\n%-16s %10s %10s %10s %10s %10s %12s %12s %8s %8s %8s\n",
-		"uncached writes", "requests", "coalesced", "backing", "background",
-		"adopted", "buffered", "in_flight", "q_waits", "wb_waits", "errors");
+	fprintf(out, "\n%-16s %10s %10s %10s %10s %10s %12s %12s %8s %8s %8s\n", "uncached writes",
+		"requests", "coalesced", "backing", "background", "adopted", "buffered",
+		"in_flight", "q_waits", "wb_waits", "errors");
 	for (int p = POLICY_CACHE + 1; p < POLICY__COUNT; p++)
 		fprintf(out,
 			"%-16s %10llu %10llu %10llu %10llu %10llu %12llu %12llu %8llu %8llu %8llu\n",
-			policy_name(p),
-			(unsigned long long)stats_get(p, ST_WRITE_REQUESTS),
+			policy_name(p), (unsigned long long)stats_get(p, ST_WRITE_REQUESTS),
 			(unsigned long long)stats_get(p, ST_COALESCED),
 			(unsigned long long)stats_get(p, ST_BACKING_WRITES),
 			(unsigned long long)stats_get(p, ST_BACKGROUND_WRITES),
@@ -388,16 +383,16 @@ char *report_table(bool wide)
 		table_narrow(out);
 	fprintf(out, "\nbacking filesystems (RWF_DONTCACHE probe):\n");
 	for (size_t i = 0; i < n; i++)
-		fprintf(out, "  dev %u:%u %-8s read %-8s write %s\n",
-			major(probes[i].dev), minor(probes[i].dev),
-			probes[i].fstype, probe_state_name(probes[i].rd),
+		fprintf(out, "  dev %u:%u %-8s read %-8s write %s\n", major(probes[i].dev),
+			minor(probes[i].dev), probes[i].fstype, probe_state_name(probes[i].rd),
 			probe_state_name(probes[i].wr));
 	if (force_fallback())
-		fprintf(out, "  force_fallback: streams take the fallback windows on all of them\n");
+		fprintf(out,
+			"  force_fallback: streams take the fallback windows on all of them\n");
 	fprintf(out, "  page residency: %s\n",
-		!strcmp(resident_method(), "cachestat") ?
-			"cachestat(2)" :
-			"mincore(2) (the kernel has no cachestat(2), Linux < 6.5)");
+		!strcmp(resident_method(), "cachestat")
+			? "cachestat(2)"
+			: "mincore(2) (the kernel has no cachestat(2), Linux < 6.5)");
 	passthrough_table(out);
 	uring_table(out);
 	fdcache_table(out);
@@ -424,8 +419,7 @@ static void prom_label(FILE *out, const char *name, const char *v)
 	fputc('"', out);
 }
 
-static void prom_head(FILE *out, const char *name, const char *type,
-		      const char *help)
+static void prom_head(FILE *out, const char *name, const char *type, const char *help)
 {
 	fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
@@ -445,19 +439,14 @@ static const struct {
 	enum stat_kind kind;
 	const char *direction, *mode;
 } byte_kinds[] = {
-	{ ST_READ_DONTCACHE, "read", "dontcache" },
-	{ ST_READ_FALLBACK, "read", "fallback" },
-	{ ST_READ_CACHED, "read", "cached" },
-	{ ST_WRITE_DONTCACHE, "write", "dontcache" },
-	{ ST_WRITE_FALLBACK, "write", "fallback" },
-	{ ST_WRITE_CACHED, "write", "cached" },
-	{ ST_READ_KERNEL, "read", "kernel" },
-	{ ST_WRITE_KERNEL, "write", "kernel" },
+	{ ST_READ_DONTCACHE, "read", "dontcache" }, { ST_READ_FALLBACK, "read", "fallback" },
+	{ ST_READ_CACHED, "read", "cached" },	    { ST_WRITE_DONTCACHE, "write", "dontcache" },
+	{ ST_WRITE_FALLBACK, "write", "fallback" }, { ST_WRITE_CACHED, "write", "cached" },
+	{ ST_READ_KERNEL, "read", "kernel" },	    { ST_WRITE_KERNEL, "write", "kernel" },
 };
 
 /* One counter metric with a series per I/O class. */
-static void prom_per_class(FILE *out, const char *metric, enum stat_kind k,
-			   const char *help)
+static void prom_per_class(FILE *out, const char *metric, enum stat_kind k, const char *help)
 {
 	prom_head(out, metric, "counter", help);
 	for (int p = POLICY_CACHE; p < POLICY__COUNT; p++) {
@@ -482,8 +471,9 @@ static void prom_requests(FILE *out)
 
 static void prom_counters(FILE *out)
 {
-	prom_head(out, "dcfs_bytes_total", "counter",
-		  "Bytes moved through the mount by I/O class (the policy decided at open), direction and backing I/O mode (dontcache: RWF_DONTCACHE, fallback: write-behind/drop-behind window, cached: page cache, kernel: served by the kernel through passthrough without a request to dcfs, estimated: reads of drop-behind streams by their read-ahead front, writes by the file's growth from open to close).");
+	prom_head(
+		out, "dcfs_bytes_total", "counter",
+		"Bytes moved through the mount by I/O class (the policy decided at open), direction and backing I/O mode (dontcache: RWF_DONTCACHE, fallback: write-behind/drop-behind window, cached: page cache, kernel: served by the kernel through passthrough without a request to dcfs, estimated: reads of drop-behind streams by their read-ahead front, writes by the file's growth from open to close).");
 	for (int p = POLICY_CACHE; p < POLICY__COUNT; p++)
 		for (size_t i = 0; i < sizeof(byte_kinds) / sizeof(byte_kinds[0]); i++) {
 			prom_start(out, "dcfs_bytes_total", p);
@@ -491,16 +481,19 @@ static void prom_counters(FILE *out)
 				byte_kinds[i].direction, byte_kinds[i].mode,
 				(unsigned long long)stats_get(p, byte_kinds[i].kind));
 		}
-	prom_per_class(out, "dcfs_opens_total", ST_OPENED,
-		       "Regular files opened, by I/O class.");
-	prom_per_class(out, "dcfs_passthrough_opens_total", ST_PASSTHROUGH,
-		       "Opens served by kernel FUSE passthrough, by I/O class (their reads and writes never reach the daemon: dcfs_bytes_total counts them with mode kernel, estimated).");
-	prom_per_class(out, "dcfs_dropped_behind_bytes_total", ST_DROPPED_BEHIND,
-		       "Backing page-cache bytes dropped behind streams the kernel serves (passthrough_reads, passthrough_writes, and at close passthrough_uncached), by I/O class.");
-	prom_per_class(out, "dcfs_switches_total", ST_SWITCHED,
-		       "Handles that switched from cached to uncached I/O (class auto, or held back by min_size).");
-	prom_head(out, "dcfs_requests_total", "counter",
-		  "Requests received from the kernel, by FUSE opcode (the round trips metadata costs).");
+	prom_per_class(out, "dcfs_opens_total", ST_OPENED, "Regular files opened, by I/O class.");
+	prom_per_class(
+		out, "dcfs_passthrough_opens_total", ST_PASSTHROUGH,
+		"Opens served by kernel FUSE passthrough, by I/O class (their reads and writes never reach the daemon: dcfs_bytes_total counts them with mode kernel, estimated).");
+	prom_per_class(
+		out, "dcfs_dropped_behind_bytes_total", ST_DROPPED_BEHIND,
+		"Backing page-cache bytes dropped behind streams the kernel serves (passthrough_reads, passthrough_writes, and at close passthrough_uncached), by I/O class.");
+	prom_per_class(
+		out, "dcfs_switches_total", ST_SWITCHED,
+		"Handles that switched from cached to uncached I/O (class auto, or held back by min_size).");
+	prom_head(
+		out, "dcfs_requests_total", "counter",
+		"Requests received from the kernel, by FUSE opcode (the round trips metadata costs).");
 	prom_requests(out);
 }
 
@@ -515,8 +508,9 @@ static void prom_gauges(FILE *out)
 	size_t n = probe_snapshot(probes, 64);
 	char dev[32];
 
-	prom_head(out, "dcfs_dontcache_supported", "gauge",
-		  "RWF_DONTCACHE probe of each backing filesystem: 1 supported, 0 not (the fallback is used), -1 not probed yet.");
+	prom_head(
+		out, "dcfs_dontcache_supported", "gauge",
+		"RWF_DONTCACHE probe of each backing filesystem: 1 supported, 0 not (the fallback is used), -1 not probed yet.");
 	for (size_t i = 0; i < n; i++) {
 		for (int d = 0; d < 2; d++) {
 			prom_start(out, "dcfs_dontcache_supported", 0);
@@ -526,8 +520,7 @@ static void prom_gauges(FILE *out)
 			prom_label(out, "dev", dev);
 			fputc(',', out);
 			prom_label(out, "fstype", probes[i].fstype);
-			fprintf(out, ",direction=\"%s\"} %d\n",
-				d ? "write" : "read",
+			fprintf(out, ",direction=\"%s\"} %d\n", d ? "write" : "read",
 				probe_gauge(d ? probes[i].wr : probes[i].rd));
 		}
 	}

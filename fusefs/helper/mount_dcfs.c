@@ -33,22 +33,25 @@
 #define PROG "mount.dcfs"
 #define TRY_HELP " (try '" PROG " --help')"
 
-enum { RC_OK = 0, RC_USAGE = 1, RC_MOUNTFAIL = 32 };	/* mount(8) codes */
+enum {
+	RC_OK = 0,
+	RC_USAGE = 1,
+	RC_MOUNTFAIL = 32
+}; /* mount(8) codes */
 
 struct helper {
 	const char *source, *target;
 	bool fake, verbose, sloppy, remount;
-	const char *lists[64];	/* the -o arguments as given */
+	const char *lists[64]; /* the -o arguments as given */
 	int nlists;
-	char opts[4096];	/* filtered, comma-separated daemon options */
+	char opts[4096]; /* filtered, comma-separated daemon options */
 	char daemon[PATH_MAX];
 };
 
 /* Meaningful only to mount(8)/fstab; libfuse would reject them. */
-static const char *const mount_only[] = {
-	"defaults", "auto", "noauto", "user", "users", "nouser", "owner",
-	"group", "_netdev", "nofail", NULL
-};
+static const char *const mount_only[] = { "defaults", "auto",	"noauto", "user",
+					  "users",    "nouser", "owner",  "group",
+					  "_netdev",  "nofail", NULL };
 static const char *const mount_only_prefix[] = { "comment=", "x-", NULL };
 
 /*
@@ -58,22 +61,52 @@ static const char *const mount_only_prefix[] = { "comment=", "x-", NULL };
  * is left out on purpose: it keeps the daemon in the foreground, so mount(8)
  * would never return.
  */
-static const char *const known[] = {
-	"nonempty", "nodefault_permissions", "default_permissions", "acl", "noacl",
-	"allow_other", "allow_root", "clone_fd", "nopassthrough", "uring", "nouring", "auto_unmount", "blkdev",
-	"rw", "ro", "suid", "nosuid", "dev", "nodev", "exec", "noexec",
-	"async", "sync", "dirsync", "atime", "noatime", NULL
-};
-static const char *const known_prefix[] = {
-	"config=", "attr_timeout=", "entry_timeout=", "negative_timeout=",
-	"max_threads=", "cache=",
-	"stop_timeout=",
-	"fsname=", "subtype=", "max_read=", "blksize=", "user=", "context=",
-	"fscontext=", "defcontext=", "rootcontext=", NULL
-};
+static const char *const known[] = { "nonempty",
+				     "nodefault_permissions",
+				     "default_permissions",
+				     "acl",
+				     "noacl",
+				     "allow_other",
+				     "allow_root",
+				     "clone_fd",
+				     "nopassthrough",
+				     "uring",
+				     "nouring",
+				     "auto_unmount",
+				     "blkdev",
+				     "rw",
+				     "ro",
+				     "suid",
+				     "nosuid",
+				     "dev",
+				     "nodev",
+				     "exec",
+				     "noexec",
+				     "async",
+				     "sync",
+				     "dirsync",
+				     "atime",
+				     "noatime",
+				     NULL };
+static const char *const known_prefix[] = { "config=",
+					    "attr_timeout=",
+					    "entry_timeout=",
+					    "negative_timeout=",
+					    "max_threads=",
+					    "cache=",
+					    "stop_timeout=",
+					    "fsname=",
+					    "subtype=",
+					    "max_read=",
+					    "blksize=",
+					    "user=",
+					    "context=",
+					    "fscontext=",
+					    "defcontext=",
+					    "rootcontext=",
+					    NULL };
 
-static bool in_list(const char *opt, const char *const *exact,
-		    const char *const *prefix)
+static bool in_list(const char *opt, const char *const *exact, const char *const *prefix)
 {
 	for (; *exact; exact++)
 		if (strcmp(opt, *exact) == 0)
@@ -93,7 +126,8 @@ static int filter_opt(struct helper *h, const char *opt)
 		return 0;
 	if (!in_list(opt, known, known_prefix)) {
 		if (!h->sloppy) {
-			fprintf(stderr, PROG ": unsupported option '%s' (use -s to ignore it)\n", opt);
+			fprintf(stderr, PROG ": unsupported option '%s' (use -s to ignore it)\n",
+				opt);
 			return -EINVAL;
 		}
 		if (h->verbose)
@@ -201,19 +235,19 @@ static int find_daemon(struct helper *h)
  */
 static int run_daemon(const struct helper *h)
 {
-	char *argv[] = { (char *)h->daemon, "-o", (char *)h->opts,
-			 (char *)h->source, (char *)h->target, NULL };
+	char *argv[] = { (char *)h->daemon, "-o", (char *)h->opts, (char *)h->source,
+			 (char *)h->target, NULL };
 	char **args = argv;
 	int status;
 	pid_t pid;
 
-	if (!h->opts[0]) {	/* no empty "-o": skip it, daemon moves to slot 2 */
+	if (!h->opts[0]) { /* no empty "-o": skip it, daemon moves to slot 2 */
 		args = argv + 2;
 		args[0] = (char *)h->daemon;
 	}
 	if (h->verbose)
-		fprintf(stderr, PROG ": %s%s%s %s %s\n", h->daemon,
-			h->opts[0] ? " -o " : "", h->opts, h->source, h->target);
+		fprintf(stderr, PROG ": %s%s%s %s %s\n", h->daemon, h->opts[0] ? " -o " : "",
+			h->opts, h->source, h->target);
 	if (h->fake)
 		return 0;
 	fflush(NULL);
@@ -228,7 +262,7 @@ static int run_daemon(const struct helper *h)
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)
 			return -errno;
-	if (WIFSIGNALED(status))	/* it had no chance to say why */
+	if (WIFSIGNALED(status)) /* it had no chance to say why */
 		fprintf(stderr, PROG ": %s killed by signal %d\n", h->daemon, WTERMSIG(status));
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
 }
@@ -246,13 +280,12 @@ static int add_positional(const char **pos, int *npos, const char *arg)
 /* Parse mount(8)'s helper arguments; flags may come after SOURCE TARGET. */
 static int parse_args(struct helper *h, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
-	};
+	static const struct option longopts[] = { { "help", no_argument, NULL, 'h' },
+						  { NULL, 0, NULL, 0 } };
 	const char **lists = h->lists, *pos[2];
 	int c, nlists = 0, npos = 0, err;
 
-	opterr = 0;	/* we print our own one-line errors */
+	opterr = 0; /* we print our own one-line errors */
 	/* Leading '-': positionals come back in order as 1, even with
 	 * POSIXLY_CORRECT set, which would otherwise stop at SOURCE. */
 	while ((c = getopt_long(argc, argv, "-sfnvho:t:", longopts, NULL)) != -1) {
@@ -264,8 +297,8 @@ static int parse_args(struct helper *h, int argc, char **argv)
 		case 's': h->sloppy = true; break;
 		case 'f': h->fake = true; break;
 		case 'v': h->verbose = true; break;
-		case 'n': break;	/* no mtab to skip: the kernel keeps it */
-		case 't': break;	/* type.subtype from mount(8): known */
+		case 'n': break; /* no mtab to skip: the kernel keeps it */
+		case 't': break; /* type.subtype from mount(8): known */
 		case 'h':
 			printf("usage: " PROG " SOURCE TARGET [-sfnv] [-o OPTION[,OPTION...]]\n"
 			       "Mount directory SOURCE at TARGET with dcfs; see mount.dcfs(8).\n");
@@ -275,19 +308,22 @@ static int parse_args(struct helper *h, int argc, char **argv)
 				fprintf(stderr, PROG ": too many -o options\n");
 				return -E2BIG;
 			}
-			lists[nlists++] = optarg;	/* filtered once -s is known */
+			lists[nlists++] = optarg; /* filtered once -s is known */
 			break;
 		default:
 			if (optopt && strchr("ot", optopt))
-				fprintf(stderr, PROG ": option '-%c' requires an argument\n", optopt);
+				fprintf(stderr, PROG ": option '-%c' requires an argument\n",
+					optopt);
 			else if (optopt)
-				fprintf(stderr, PROG ": unknown option '-%c'" TRY_HELP "\n", optopt);
+				fprintf(stderr, PROG ": unknown option '-%c'" TRY_HELP "\n",
+					optopt);
 			else
-				fprintf(stderr, PROG ": unknown option '%s'" TRY_HELP "\n", argv[optind - 1]);
+				fprintf(stderr, PROG ": unknown option '%s'" TRY_HELP "\n",
+					argv[optind - 1]);
 			return -EINVAL;
 		}
 	}
-	for (; optind < argc; optind++)	/* whatever followed "--" */
+	for (; optind < argc; optind++) /* whatever followed "--" */
 		if (add_positional(pos, &npos, argv[optind]) < 0)
 			return -EINVAL;
 	if (npos != 2) {
@@ -324,30 +360,34 @@ struct flag_opt {
 	bool set;
 };
 
-static const struct flag_opt flag_opts[] = {
-	{ "ro", MS_RDONLY, true }, { "rw", MS_RDONLY, false },
-	{ "nosuid", MS_NOSUID, true }, { "suid", MS_NOSUID, false },
-	{ "nodev", MS_NODEV, true }, { "dev", MS_NODEV, false },
-	{ "noexec", MS_NOEXEC, true }, { "exec", MS_NOEXEC, false },
-	{ "sync", MS_SYNCHRONOUS, true }, { "async", MS_SYNCHRONOUS, false },
-	{ "dirsync", MS_DIRSYNC, true },
-	{ "noatime", MS_NOATIME, true }, { "atime", MS_NOATIME, false },
-	{ "nodiratime", MS_NODIRATIME, true },
-	{ "diratime", MS_NODIRATIME, false },
-	{ "relatime", MS_RELATIME, true }, { "norelatime", MS_RELATIME, false },
-	{ "strictatime", MS_STRICTATIME, true },
-	{ "lazytime", MS_LAZYTIME, true }, { "nolazytime", MS_LAZYTIME, false },
-	{ "bind", MS_BIND, true },
-	{ NULL, 0, false }
-};
+static const struct flag_opt flag_opts[] = { { "ro", MS_RDONLY, true },
+					     { "rw", MS_RDONLY, false },
+					     { "nosuid", MS_NOSUID, true },
+					     { "suid", MS_NOSUID, false },
+					     { "nodev", MS_NODEV, true },
+					     { "dev", MS_NODEV, false },
+					     { "noexec", MS_NOEXEC, true },
+					     { "exec", MS_NOEXEC, false },
+					     { "sync", MS_SYNCHRONOUS, true },
+					     { "async", MS_SYNCHRONOUS, false },
+					     { "dirsync", MS_DIRSYNC, true },
+					     { "noatime", MS_NOATIME, true },
+					     { "atime", MS_NOATIME, false },
+					     { "nodiratime", MS_NODIRATIME, true },
+					     { "diratime", MS_NODIRATIME, false },
+					     { "relatime", MS_RELATIME, true },
+					     { "norelatime", MS_RELATIME, false },
+					     { "strictatime", MS_STRICTATIME, true },
+					     { "lazytime", MS_LAZYTIME, true },
+					     { "nolazytime", MS_LAZYTIME, false },
+					     { "bind", MS_BIND, true },
+					     { NULL, 0, false } };
 
 /* Fixed while the daemon runs (or FUSE's own): accepted, changed nothing. */
-static const char *const remount_fixed[] = {
-	"remount", "default_permissions", "acl", "noacl", NULL
-};
-static const char *const remount_fixed_prefix[] = {
-	"user_id=", "group_id=", "rootmode=", "fd=", NULL
-};
+static const char *const remount_fixed[] = { "remount", "default_permissions", "acl", "noacl",
+					     NULL };
+static const char *const remount_fixed_prefix[] = { "user_id=", "group_id=", "rootmode=", "fd=",
+						    NULL };
 
 static const struct flag_opt *flag_opt(const char *name)
 {
@@ -371,8 +411,8 @@ static unsigned long flags_of(char *opts)
 		const struct flag_opt *f = flag_opt(o);
 
 		/* Atime flags are left to the kernel (see above). */
-		if (f && f->set && !(f->flag & (MS_NOATIME | MS_NODIRATIME |
-					       MS_RELATIME | MS_STRICTATIME)))
+		if (f && f->set &&
+		    !(f->flag & (MS_NOATIME | MS_NODIRATIME | MS_RELATIME | MS_STRICTATIME)))
 			flags |= f->flag;
 	}
 	return flags;
@@ -487,8 +527,9 @@ static int do_remount(const struct helper *h)
 	}
 	if ((err = mount_state(target, &ms)) < 0 || !ms.found || !ms.dcfs) {
 		fprintf(stderr, PROG ": %s: %s\n", target,
-			err < 0 ? strerror(-err) : !ms.found ? "nothing is mounted there"
-							       : "not a dcfs mount");
+			err < 0	    ? strerror(-err)
+			: !ms.found ? "nothing is mounted there"
+				    : "not a dcfs mount");
 		return RC_MOUNTFAIL;
 	}
 	flags = ms.flags;

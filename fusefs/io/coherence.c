@@ -135,8 +135,7 @@ static void coh_may_hold(struct dcfs_inode *inode)
 
 	if (old & COH_FUSE_CACHE)
 		return;
-	for (int waited = 0; waited < DRAIN_WAIT_US &&
-			     atomic_load(&inode->coh_flags) >= COH_WRITER;
+	for (int waited = 0; waited < DRAIN_WAIT_US && atomic_load(&inode->coh_flags) >= COH_WRITER;
 	     waited += 200)
 		usleep(200);
 }
@@ -271,9 +270,9 @@ struct coh_overlay {
 
 /* The overlays and the invalidation thread (one instance: the module's state). */
 static struct {
-	pthread_mutex_t ov_lock;	/* the fields below */
-	pthread_cond_t ov_cond;		/* an overlay was invalidated */
-	struct coh_overlay *overlays;	/* oldest first */
+	pthread_mutex_t ov_lock;      /* the fields below */
+	pthread_cond_t ov_cond;	      /* an overlay was invalidated */
+	struct coh_overlay *overlays; /* oldest first */
 	uint64_t ov_seq;
 	/* the invalidation thread's queue: overlays not yet invalidated */
 	pthread_cond_t inval_cond;
@@ -287,16 +286,15 @@ static struct {
 	.inval_cond = PTHREAD_COND_INITIALIZER,
 };
 
-static bool overlaps(const struct coh_overlay *o, const struct dcfs_inode *inode,
-		     off_t off, size_t len)
+static bool overlaps(const struct coh_overlay *o, const struct dcfs_inode *inode, off_t off,
+		     size_t len)
 {
-	return o->inode == inode && off < o->off + (off_t)o->len &&
-	       o->off < off + (off_t)len;
+	return o->inode == inode && off < o->off + (off_t)o->len && o->off < off + (off_t)len;
 }
 
 /* Copies every published overlay's bytes over buf (file range off, len). */
-static bool patch_locked(struct dcfs_inode *inode, char *buf, off_t off,
-			 size_t len, const struct coh_overlay *skip)
+static bool patch_locked(struct dcfs_inode *inode, char *buf, off_t off, size_t len,
+			 const struct coh_overlay *skip)
 {
 	bool any = false;
 
@@ -306,8 +304,8 @@ static bool patch_locked(struct dcfs_inode *inode, char *buf, off_t off,
 		if (o == skip || !overlaps(o, inode, off, len))
 			continue;
 		lo = o->off > off ? o->off : off;
-		hi = o->off + (off_t)o->len < off + (off_t)len ?
-			     o->off + (off_t)o->len : off + (off_t)len;
+		hi = o->off + (off_t)o->len < off + (off_t)len ? o->off + (off_t)o->len
+							       : off + (off_t)len;
 		memcpy(buf + (lo - off), o->data + (lo - o->off), (size_t)(hi - lo));
 		any = true;
 	}
@@ -328,7 +326,7 @@ static bool coh_overlaid(struct dcfs_inode *inode, off_t off, size_t len)
 }
 
 static void coh_patch(struct dcfs_inode *inode, char *buf, off_t off, size_t len,
-	       const struct coh_overlay *skip)
+		      const struct coh_overlay *skip)
 {
 	if (!atomic_load(&coh.n_overlays))
 		return;
@@ -436,9 +434,8 @@ static void coh_direct_unprotected_done(struct dcfs_inode *inode)
 	atomic_fetch_sub(&inode->coh_flags, COH_WRITER);
 }
 
-static struct coh_overlay *coh_direct_begin(struct dcfs_file *f,
-				     const struct fuse_file_info *fi,
-				     const void *data, size_t len, off_t off)
+static struct coh_overlay *coh_direct_begin(struct dcfs_file *f, const struct fuse_file_info *fi,
+					    const void *data, size_t len, off_t off)
 {
 	struct coh_overlay *ov, **tail;
 
@@ -495,13 +492,13 @@ static void coh_direct_end(struct coh_overlay *ov)
 	ov->abandoned = true; /* the thread frees it */
 	pthread_mutex_unlock(&coh.ov_lock);
 	if (atomic_fetch_add(&coh.late_invals, 1) == 0)
-		log_warn("a direct write was answered before the FUSE cache of its range was dropped (%d ms): readers may see old data until it is\n",
-			 INVAL_WAIT_MS);
+		log_warn(
+			"a direct write was answered before the FUSE cache of its range was dropped (%d ms): readers may see old data until it is\n",
+			INVAL_WAIT_MS);
 }
 
 /* A READ of a range a direct write is landing in: with its bytes. */
-static bool read_overlaid(fuse_req_t req, struct dcfs_file *f, size_t size,
-			  off_t off)
+static bool read_overlaid(fuse_req_t req, struct dcfs_file *f, size_t size, off_t off)
 {
 	char *buf = malloc(size ? size : 1);
 	ssize_t n;
@@ -523,11 +520,9 @@ static bool read_overlaid(fuse_req_t req, struct dcfs_file *f, size_t size,
  * A READ of a range a direct write is landing in is answered here, with
  * that write's bytes: true if it was (the request is replied).
  */
-bool coherence_read_overlaid(fuse_req_t req, struct dcfs_file *f, size_t size,
-		       off_t off)
+bool coherence_read_overlaid(fuse_req_t req, struct dcfs_file *f, size_t size, off_t off)
 {
-	return coh_overlaid(f->inode, off, size) &&
-	       read_overlaid(req, f, size, off);
+	return coh_overlaid(f->inode, off, size) && read_overlaid(req, f, size, off);
 }
 
 /*
@@ -537,7 +532,7 @@ bool coherence_read_overlaid(fuse_req_t req, struct dcfs_file *f, size_t size,
  * lands carries the direct write's bytes.  The bytes written, or -errno.
  */
 ssize_t coherence_write(struct dcfs_file *f, const struct fuse_file_info *fi,
-		  struct fuse_bufvec *in, off_t off)
+			struct fuse_bufvec *in, off_t off)
 {
 	size_t len = fuse_buf_size(in);
 	bool direct = fi->lock_owner && !fi->writepage;
@@ -555,8 +550,7 @@ ssize_t coherence_write(struct dcfs_file *f, const struct fuse_file_info *fi,
 		return f->io->write(f, in, off);
 	/* In memory already: written from there, so the engine may adopt it. */
 	if (direct && in->count == 1 && !(in->buf[0].flags & FUSE_BUF_IS_FD)) {
-		ov = coh_direct_begin(f, fi, (const char *)in->buf[0].mem + in->off,
-				      len, off);
+		ov = coh_direct_begin(f, fi, (const char *)in->buf[0].mem + in->off, len, off);
 		n = f->io->write(f, in, off);
 		if (n >= 0)
 			stamp_landed(f->inode, f->fd);

@@ -137,8 +137,7 @@ static long long poll_one(struct db_state *d)
 	if (left * PAGE_BYTES > STEP_BYTES && left * 2 > below)
 		d->stuck = STUCK_POLLS;
 	if (below > left)
-		stats_add(f->policy, ST_DROPPED_BEHIND,
-			  (below - left) * PAGE_BYTES);
+		stats_add(f->policy, ST_DROPPED_BEHIND, (below - left) * PAGE_BYTES);
 	d->cached = cached_pages(f->fd, 0, 0);
 	return seen - d->keep;
 }
@@ -278,7 +277,8 @@ void dropbehind_remove(struct dcfs_file *f)
 		pthread_mutex_unlock(&db.lock);
 		/* The last stretch, which no look may have seen. */
 		if (fstat(f->fd, &st) == 0)
-			count_front(f->db, resident_end(f->fd, st.st_size, STEP_BYTES, false), st.st_size);
+			count_front(f->db, resident_end(f->fd, st.st_size, STEP_BYTES, false),
+				    st.st_size);
 		free(f->db);
 		f->db = NULL;
 	} else if (!f->pt.uncached || f->use.was_resident) {
@@ -292,6 +292,5 @@ void dropbehind_remove(struct dcfs_file *f)
 	posix_fadvise(f->fd, 0, 0, POSIX_FADV_DONTNEED);
 	after = cached_pages(f->fd, 0, 0);
 	if (before > after)
-		stats_add(f->policy, ST_DROPPED_BEHIND,
-			  (before - after) * PAGE_BYTES);
+		stats_add(f->policy, ST_DROPPED_BEHIND, (before - after) * PAGE_BYTES);
 }

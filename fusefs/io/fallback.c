@@ -201,8 +201,7 @@ static void start_window(struct dcfs_file *f)
 	f->stream->wb_lo = f->stream->wb_hi = 0;
 }
 
-ssize_t fallback_write(struct dcfs_file *f, const void *buf, size_t len,
-		       off_t off)
+ssize_t fallback_write(struct dcfs_file *f, const void *buf, size_t len, off_t off)
 {
 	ssize_t n;
 	off_t end;

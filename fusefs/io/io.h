@@ -49,14 +49,14 @@ struct data_use {
 
 /* How the kernel and the daemon share a handle's I/O (io/passthrough.c). */
 struct pt_handle {
-	int kind;	       /* who does this handle's I/O */
-	uint32_t uncached;     /* the uncached FOPEN flags sent */
-	bool dropbehind_wish;  /* io_select.c: a read-only stream dropbehind.c may trail */
+	int kind;		   /* who does this handle's I/O */
+	uint32_t uncached;	   /* the uncached FOPEN flags sent */
+	bool dropbehind_wish;	   /* io_select.c: a read-only stream dropbehind.c may trail */
 	bool kernel_uncached_wish; /* the kernel may read and write it uncached */
 	bool writebehind_wish; /* io_select.c: a write stream the kernel may serve, written behind */
 	const char *write_mode; /* how a write stream's writes are served, and why */
-	off_t size0;	       /* size at a kernel writer's open (written_kernel) */
-	bool setid0;	       /* the file had a set-id bit at open */
+	off_t size0;		/* size at a kernel writer's open (written_kernel) */
+	bool setid0;		/* the file had a set-id bit at open */
 };
 
 /*
@@ -73,21 +73,21 @@ struct dcfs_file {
 	int flags;
 	struct dcfs_inode *inode;
 	const struct dcfs_io *io;
-	_Atomic int refs; /* release + requests in progress */
+	_Atomic int refs;     /* release + requests in progress */
 	pthread_mutex_t lock; /* the fields below */
 
-	int policy;	    /* enum dcfs_policy decided at open */
+	int policy;		       /* enum dcfs_policy decided at open */
 	struct dcfs_file *prev, *next; /* open handles, for teardown */
-	struct file_stats *stats; /* stats.c: who opened it, why, bytes moved */
-	struct probe *probe; /* RWF_DONTCACHE support of its filesystem */
+	struct file_stats *stats;      /* stats.c: who opened it, why, bytes moved */
+	struct probe *probe;	       /* RWF_DONTCACHE support of its filesystem */
 
 	struct data_use use; /* who holds its data (io/coherence.c) */
 
-	struct pt_handle pt; /* io/passthrough.c: who does this handle's I/O */
+	struct pt_handle pt;	     /* io/passthrough.c: who does this handle's I/O */
 	struct stream_state *stream; /* io/io_stream.c; NULL: not a stream */
-	struct db_state *db; /* io/dropbehind.c; NULL: not trailed */
-	struct wb_state *wb; /* io/writebehind.c; NULL: not written behind */
-	struct wpipe *wp; /* write coalescing and deferred errors (write_pipe.c) */
+	struct db_state *db;	     /* io/dropbehind.c; NULL: not trailed */
+	struct wb_state *wb;	     /* io/writebehind.c; NULL: not written behind */
+	struct wpipe *wp;	     /* write coalescing and deferred errors (write_pipe.c) */
 };
 
 /* What each open handle carries for user.dcfs.files (file_stats.c). */
@@ -103,7 +103,11 @@ static inline struct dcfs_file *dcfs_file_of(struct fuse_file_info *fi)
 	return (struct dcfs_file *)(uintptr_t)fi->fh;
 }
 
-enum probe_state { PROBE_UNKNOWN, PROBE_YES, PROBE_NO };
+enum probe_state {
+	PROBE_UNKNOWN,
+	PROBE_YES,
+	PROBE_NO
+};
 
 /* What one backing filesystem (st_dev) answered to RWF_DONTCACHE. */
 struct probe {
@@ -111,8 +115,8 @@ struct probe {
 	char fstype[16];
 	_Atomic int rd; /* enum probe_state */
 	_Atomic int wr;
-	_Atomic int64_t max_size; /* largest file allowed; 0: not known */
-	_Atomic bool quota_on;	  /* quotas enforced (admit.c) ... */
+	_Atomic int64_t max_size;   /* largest file allowed; 0: not known */
+	_Atomic bool quota_on;	    /* quotas enforced (admit.c) ... */
 	_Atomic int64_t quota_seen; /* ... as seen then (monotonic s), 0: never */
 };
 
@@ -134,9 +138,9 @@ struct stream_state {
 	off_t seq_next;	       /* sequential stream tracking */
 	uint64_t seq_run;
 	off_t seq_start;
-	off_t inval_done;     /* FUSE cache of this stream dropped up to here */
+	off_t inval_done;	 /* FUSE cache of this stream dropped up to here */
 	unsigned int drops_seen; /* inode->cache_drops at its last request */
-	off_t pre_lo, pre_hi; /* span cached before the switch */
+	off_t pre_lo, pre_hi;	 /* span cached before the switch */
 	uint64_t window;
 	bool fadv_random;
 
@@ -159,7 +163,7 @@ struct stream_state {
 	off_t wb_lo, wb_hi;	      /* written, writeback not started */
 	off_t wb_prev_lo, wb_prev_hi; /* writeback started, not yet dropped */
 	off_t seen_lo, seen_hi;	      /* pages this handle touched */
-	off_t ra_reach; /* how far the kernel may read ahead of a read; 0: not known yet */
+	off_t ra_reach;	    /* how far the kernel may read ahead of a read; 0: not known yet */
 	off_t dc_lo, dc_hi; /* span written with RWF_DONTCACHE */
 	struct range prot[16];
 	unsigned int nprot;
@@ -184,8 +188,8 @@ struct wpipe_limits {
 int io_start(struct fuse_session *se);
 void io_stop(void);
 void io_open_prepare(struct dcfs_inode *inode, int flags);
-int io_open(fuse_req_t req, struct dcfs_inode *inode, int fd,
-	    struct fuse_file_info *fi, const struct stat *st);
+int io_open(fuse_req_t req, struct dcfs_inode *inode, int fd, struct fuse_file_info *fi,
+	    const struct stat *st);
 struct dcfs_file *io_get(struct fuse_file_info *fi);
 void io_put(struct dcfs_file *f);
 void io_release(struct dcfs_file *f);
@@ -196,30 +200,26 @@ struct io_file_view {
 	int policy; /* the class decided at open */
 	uid_t uid;  /* of the opener */
 	pid_t pid;
-	uint64_t bytes[2];	       /* read, written */
-	const char *why;	       /* the rule that decided */
-	bool streamed;		       /* io_stream, else io_plain */
+	uint64_t bytes[2]; /* read, written */
+	const char *why;   /* the rule that decided */
+	bool streamed;	   /* io_stream, else io_plain */
 	bool read_uncached, write_uncached;
-	int probe_rd, probe_wr;	       /* enum probe_state of its filesystem */
-	uint64_t switch_after;	       /* uncached after this many bytes; 0: no switch */
+	int probe_rd, probe_wr; /* enum probe_state of its filesystem */
+	uint64_t switch_after;	/* uncached after this many bytes; 0: no switch */
 };
 void io_foreach(void (*fn)(const struct io_file_view *v, void *arg), void *arg);
 int io_fd(struct fuse_file_info *fi);
-void io_read(fuse_req_t req, struct dcfs_file *f,
-	     const struct fuse_file_info *fi, size_t size, off_t off);
-ssize_t io_write(fuse_req_t req, struct dcfs_file *f,
-		 const struct fuse_file_info *fi, struct fuse_bufvec *in,
-		 off_t off);
+void io_read(fuse_req_t req, struct dcfs_file *f, const struct fuse_file_info *fi, size_t size,
+	     off_t off);
+ssize_t io_write(fuse_req_t req, struct dcfs_file *f, const struct fuse_file_info *fi,
+		 struct fuse_bufvec *in, off_t off);
 int io_flush(struct dcfs_file *f);
 int io_fsync(struct dcfs_file *f, int datasync);
-int io_fallocate(fuse_req_t req, struct dcfs_file *f, int mode, off_t off,
-		 off_t len);
+int io_fallocate(fuse_req_t req, struct dcfs_file *f, int mode, off_t off, off_t len);
 off_t io_lseek(struct dcfs_file *f, off_t off, int whence);
 ssize_t io_copy_file_range(fuse_req_t req, struct dcfs_file *fin, off_t off_in,
-			   struct dcfs_file *fout, off_t off_out, size_t len,
-			   int flags);
-int io_getattr(struct dcfs_inode *inode, struct fuse_file_info *fi,
-	       struct stat *st);
+			   struct dcfs_file *fout, off_t off_out, size_t len, int flags);
+int io_getattr(struct dcfs_inode *inode, struct fuse_file_info *fi, struct stat *st);
 void io_setattr_prepare(struct dcfs_inode *inode);
 int io_truncate(struct dcfs_inode *inode, int pfd, int fd, off_t size);
 void io_setattr_done(struct dcfs_inode *inode, int valid);
@@ -227,24 +227,22 @@ uint64_t io_entry_mark(void);
 bool io_entry_settle(struct dcfs_inode *inode, uint64_t mark);
 void io_mode_changed(struct dcfs_inode *inode);
 void io_describe_cached(struct dcfs_inode *inode, char *buf, size_t size);
-void io_describe_writes(struct dcfs_inode *inode, const struct dcfs_config *cfg,
-			bool deferred, char *buf, size_t size);
+void io_describe_writes(struct dcfs_inode *inode, const struct dcfs_config *cfg, bool deferred,
+			char *buf, size_t size);
 
 /* copy.c */
-ssize_t copy_uncached(struct dcfs_file *fin, off_t in, struct dcfs_file *fout,
-		      off_t out, size_t len);
+ssize_t copy_uncached(struct dcfs_file *fin, off_t in, struct dcfs_file *fout, off_t out,
+		      size_t len);
 
 /* file_stats.c: the handle's own counters, and the class counters */
 void file_stats_io(struct dcfs_file *f, enum stat_kind k, uint64_t n);
 void file_stats_bytes(struct dcfs_file *f, bool read, uint64_t n);
-int file_stats_open(fuse_req_t req, struct dcfs_file *f,
-		    const struct dcfs_decision *d);
+int file_stats_open(fuse_req_t req, struct dcfs_file *f, const struct dcfs_decision *d);
 void file_stats_close(struct dcfs_file *f);
 
 /* coherence.c: changes of a file's data made outside the mount */
 uint64_t stamp_gen(struct dcfs_inode *inode);
-bool stamp_changed_outside(struct dcfs_inode *inode, const struct stat *st,
-			       uint64_t gen);
+bool stamp_changed_outside(struct dcfs_inode *inode, const struct stat *st, uint64_t gen);
 void stamp_changed_inside(struct dcfs_inode *inode);
 void stamp_landed(struct dcfs_inode *inode, int fd);
 bool stamp_take_outside(struct dcfs_inode *inode);
@@ -254,10 +252,9 @@ void coherence_write_seen(struct dcfs_file *f, const struct fuse_file_info *fi);
 void coherence_saw_mode(struct dcfs_inode *inode, mode_t mode);
 void coherence_mode_may_change(struct dcfs_inode *inode, int fd);
 void coherence_mode_changed(struct dcfs_inode *inode);
-bool coherence_read_overlaid(fuse_req_t req, struct dcfs_file *f, size_t size,
-		       off_t off);
+bool coherence_read_overlaid(fuse_req_t req, struct dcfs_file *f, size_t size, off_t off);
 ssize_t coherence_write(struct dcfs_file *f, const struct fuse_file_info *fi,
-		  struct fuse_bufvec *in, off_t off);
+			struct fuse_bufvec *in, off_t off);
 int coherence_start(void);
 void coherence_stop(void);
 
@@ -270,8 +267,7 @@ void coherence_stop(void);
  * the handle's FUSE open flags.
  */
 int passthrough_install(struct fuse_session *se, bool disabled);
-void passthrough_open(fuse_req_t req, struct dcfs_file *f,
-		      struct fuse_file_info *fi);
+void passthrough_open(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi);
 void passthrough_release(struct dcfs_file *f);
 bool passthrough_bypassed(const struct dcfs_inode *inode);
 bool passthrough_backed(const struct dcfs_inode *inode);
@@ -279,12 +275,15 @@ bool passthrough_by_kernel(const struct dcfs_file *f);
 bool passthrough_reaches_backing(const struct dcfs_file *f);
 bool passthrough_shared(const struct dcfs_inode *inode);
 unsigned int passthrough_handles(const struct dcfs_inode *inode);
-void passthrough_describe(const struct dcfs_inode *inode, char *buf,
-			  size_t size);
+void passthrough_describe(const struct dcfs_inode *inode, char *buf, size_t size);
 void passthrough_summary(char *buf, size_t size);
 /* What passthrough_stats() reports (handlers/report.c renders it). */
 #define PT_MAX_FS 32
-enum { PT_FS_UNKNOWN, PT_FS_YES, PT_FS_REFUSED };
+enum {
+	PT_FS_UNKNOWN,
+	PT_FS_YES,
+	PT_FS_REFUSED
+};
 struct passthrough_stats {
 	bool on, dontcache;
 	char reason[96]; /* why it is off; "" while on */
@@ -318,9 +317,8 @@ int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi,
 	      const struct stat *known);
 void io_select_fs_inherit(struct dcfs_inode *inode, struct dcfs_inode *dir, int dirfd);
 bool io_select_has_cached_pages(int fd);
-int io_select_policy(fuse_req_t req, struct dcfs_inode *inode, int64_t size,
-		     bool writable, struct dcfs_decision *d,
-		     struct dcfs_config **cfgp);
+int io_select_policy(fuse_req_t req, struct dcfs_inode *inode, int64_t size, bool writable,
+		     struct dcfs_decision *d, struct dcfs_config **cfgp);
 
 /* admit.c */
 bool admit_held(struct dcfs_file *f, off_t end);
@@ -336,26 +334,21 @@ off_t resident_end(int fd, off_t size, off_t step, bool dirty);
 struct probe *probe_get(int fd);
 struct probe *probe_dir(int dirfd);
 struct probe *probe_forced_fallback(void);
-ssize_t probe_pread(struct probe *p, int fd, void *buf, size_t len,
-		       off_t off);
-ssize_t probe_pwrite(struct probe *p, int fd, const void *buf, size_t len,
-			off_t off);
-ssize_t probe_pwritev(struct probe *p, int fd, const struct iovec *iov,
-			 int cnt, off_t off);
+ssize_t probe_pread(struct probe *p, int fd, void *buf, size_t len, off_t off);
+ssize_t probe_pwrite(struct probe *p, int fd, const void *buf, size_t len, off_t off);
+ssize_t probe_pwritev(struct probe *p, int fd, const struct iovec *iov, int cnt, off_t off);
 size_t probe_snapshot(struct probe *out, size_t max);
 const char *probe_state_name(int s);
 
 /* fallback.c */
 ssize_t fallback_read(struct dcfs_file *f, void *buf, size_t len, off_t off);
-ssize_t fallback_write(struct dcfs_file *f, const void *buf, size_t len,
-		       off_t off);
+ssize_t fallback_write(struct dcfs_file *f, const void *buf, size_t len, off_t off);
 void fallback_finish(struct dcfs_file *f);
 void fallback_drop(struct dcfs_file *f, off_t lo, off_t hi);
 
 /* write_pipe.c */
 int wpipe_open(struct dcfs_file *f, const struct wpipe_limits *lim);
-ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
-		    off_t off);
+ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len, off_t off);
 bool wpipe_sync_inode(struct dcfs_inode *inode);
 uint64_t wpipe_landings(void);
 bool wpipe_settle(struct dcfs_inode *inode, uint64_t since);
@@ -394,8 +387,8 @@ void writebehind_flush(struct dcfs_file *f);
 void writebehind_quiesce(struct dcfs_file *f);
 void writebehind_stop(struct dcfs_file *f);
 unsigned int writebehind_streams(void);
-void writebehind_describe(struct dcfs_inode *inode, const struct dcfs_config *cfg,
-			  bool deferred, char *buf, size_t size);
+void writebehind_describe(struct dcfs_inode *inode, const struct dcfs_config *cfg, bool deferred,
+			  char *buf, size_t size);
 
 /* dropbehind.c */
 int dropbehind_start(void);

@@ -8,8 +8,7 @@
 
 #include "io/io.h"
 
-void io_plain_read(fuse_req_t req, struct dcfs_file *f, size_t size,
-		off_t off)
+void io_plain_read(fuse_req_t req, struct dcfs_file *f, size_t size, off_t off)
 {
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
 	void *entry = uring_reply_buffer(size);
@@ -34,8 +33,7 @@ void io_plain_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
 }
 
-ssize_t io_plain_write(struct dcfs_file *f, struct fuse_bufvec *in,
-			   off_t off)
+ssize_t io_plain_write(struct dcfs_file *f, struct fuse_bufvec *in, off_t off)
 {
 	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
 
@@ -45,16 +43,14 @@ ssize_t io_plain_write(struct dcfs_file *f, struct fuse_bufvec *in,
 	return fuse_buf_copy(&out, in, 0);
 }
 
-static void counted_read(fuse_req_t req, struct dcfs_file *f, size_t size,
-			 off_t off)
+static void counted_read(fuse_req_t req, struct dcfs_file *f, size_t size, off_t off)
 {
 	/* Requested, not returned: a splice reply does not say how much. */
 	file_stats_io(f, ST_READ_CACHED, size);
 	io_plain_read(req, f, size, off);
 }
 
-static ssize_t counted_write(struct dcfs_file *f, struct fuse_bufvec *in,
-			     off_t off)
+static ssize_t counted_write(struct dcfs_file *f, struct fuse_bufvec *in, off_t off)
 {
 	ssize_t n = io_plain_write(f, in, off);
 

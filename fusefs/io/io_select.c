@@ -66,7 +66,11 @@ static void start_deferred(struct dcfs_file *f, int target, uint64_t after,
  * filesystems (NFS, CIFS, FUSE, overlayfs) and F2FS (atomic writes) keep
  * FLUSH.
  */
-enum { CLOSE_UNKNOWN, CLOSE_NOOP, CLOSE_FLUSHES };
+enum {
+	CLOSE_UNKNOWN,
+	CLOSE_NOOP,
+	CLOSE_FLUSHES
+};
 
 static unsigned char close_kind_of_fd(int fd)
 {
@@ -78,10 +82,8 @@ static unsigned char close_kind_of_fd(int fd)
 	case EXT4_SUPER_MAGIC: /* also ext2 and ext3 */
 	case XFS_SUPER_MAGIC:
 	case BTRFS_SUPER_MAGIC:
-	case TMPFS_MAGIC:
-		return CLOSE_NOOP;
-	default:
-		return CLOSE_FLUSHES;
+	case TMPFS_MAGIC: return CLOSE_NOOP;
+	default: return CLOSE_FLUSHES;
 	}
 }
 
@@ -127,12 +129,12 @@ static void choose_write_mode(struct dcfs_file *f, const struct dcfs_config *cfg
 		f->pt.write_mode = writebehind_refusal(f);
 	f->pt.writebehind_wish = !f->pt.write_mode && writebehind_prepare(f) == 0;
 	if (!f->pt.write_mode && !f->pt.writebehind_wish)
-		f->pt.write_mode = "by the daemon engine: no memory or no cachestat(2) for write-behind";
+		f->pt.write_mode =
+			"by the daemon engine: no memory or no cachestat(2) for write-behind";
 }
 
 static int apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
-			  const struct dcfs_config *cfg,
-			  struct fuse_file_info *fi)
+			  const struct dcfs_config *cfg, struct fuse_file_info *fi)
 {
 	int err;
 
@@ -149,8 +151,8 @@ static int apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 		 * FLUSH is how a close(2) ends the closer's locks
 		 * (handlers/fuse_lock.c).
 		 */
-		fi->noflush = close_is_noop(f->inode, f->fd) &&
-			      !atomic_load(&f->inode->posix_locked);
+		fi->noflush =
+			close_is_noop(f->inode, f->fd) && !atomic_load(&f->inode->posix_locked);
 		return 0;
 	}
 	err = io_stream_alloc(f);
@@ -163,18 +165,18 @@ static int apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 	if (d->policy == POLICY_AUTO)
 		/* A small file being written is also held back by min_size. */
 		start_deferred(f, POLICY_DONTCACHE,
-			       d->deferred && (uint64_t)d->min_size > cfg->auto_threshold ?
-				       (uint64_t)d->min_size : cfg->auto_threshold,
+			       d->deferred && (uint64_t)d->min_size > cfg->auto_threshold
+				       ? (uint64_t)d->min_size
+				       : cfg->auto_threshold,
 			       fi);
 	else if (d->deferred)
 		start_deferred(f, d->policy, (uint64_t)d->min_size, fi);
 	else {
 		f->io = &io_stream;
 		io_stream_set_uncached(f, d->policy);
-		f->use.fuse_cached = (d->fuse_readahead >= 0 ? d->fuse_readahead :
-							  cfg->fuse_readahead) &&
-				 (f->flags & O_ACCMODE) == O_RDONLY &&
-				 f->use.read_uncached;
+		f->use.fuse_cached =
+			(d->fuse_readahead >= 0 ? d->fuse_readahead : cfg->fuse_readahead) &&
+			(f->flags & O_ACCMODE) == O_RDONLY && f->use.read_uncached;
 		fi->direct_io = !f->use.fuse_cached;
 		/*
 		 * Better still, the kernel reads (passthrough) and dropbehind.c
@@ -182,9 +184,8 @@ static int apply_decision(struct dcfs_file *f, const struct dcfs_decision *d,
 		 * in use at open, whose pages would go with the stream's.
 		 */
 		f->pt.dropbehind_wish = cfg->passthrough_reads &&
-				     (f->flags & O_ACCMODE) == O_RDONLY &&
-				     f->use.read_uncached &&
-				     !io_select_has_cached_pages(f->fd);
+					(f->flags & O_ACCMODE) == O_RDONLY &&
+					f->use.read_uncached && !io_select_has_cached_pages(f->fd);
 		/*
 		 * Or, where the kernel offers it (kernel-patches/), the kernel
 		 * reads and writes the stream itself with RWF_DONTCACHE.
@@ -223,16 +224,14 @@ static int attach_wpipe(struct dcfs_file *f, const struct dcfs_config *cfg)
 	return wpipe_open(f, &lim);
 }
 
-int io_select_policy(fuse_req_t req, struct dcfs_inode *inode, int64_t size,
-		     bool writable, struct dcfs_decision *d,
-		     struct dcfs_config **cfgp)
+int io_select_policy(fuse_req_t req, struct dcfs_inode *inode, int64_t size, bool writable,
+		     struct dcfs_decision *d, struct dcfs_config **cfgp)
 {
 	struct dcfs_config *cfg = config_get();
 	char path[4096], comm[16];
 
 	/* Only rules that use them cost a readlink or a /proc read per open. */
-	if (!(cfg->n_dirs || cfg->n_classes) ||
-	    inode_backing_path(inode, path, sizeof(path)) < 0)
+	if (!(cfg->n_dirs || cfg->n_classes) || inode_backing_path(inode, path, sizeof(path)) < 0)
 		strcpy(path, "/");
 	if (!cfg->n_procs || io_select_comm(req, comm) < 0)
 		comm[0] = '\0';
@@ -306,8 +305,7 @@ int io_select(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi,
 		char why[256];
 
 		policy_describe(&d, why, sizeof(why));
-		log_debug("open ino %llu: %s\n", (unsigned long long)st.st_ino,
-			  why);
+		log_debug("open ino %llu: %s\n", (unsigned long long)st.st_ino, why);
 	}
 	return 0;
 }

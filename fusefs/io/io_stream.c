@@ -27,8 +27,7 @@
 /* How far out of order requests of one stream may arrive (see io_stream_account). */
 #define SEQ_SLACK ((off_t)4 << 20)
 
-static ssize_t read_uncached(struct dcfs_file *f, void *buf, size_t len,
-			     off_t off)
+static ssize_t read_uncached(struct dcfs_file *f, void *buf, size_t len, off_t off)
 {
 	ssize_t n = probe_pread(f->probe, f->fd, buf, len, off);
 
@@ -50,10 +49,8 @@ static ssize_t read_uncached(struct dcfs_file *f, void *buf, size_t len,
 
 void io_stream_set_uncached(struct dcfs_file *f, int policy)
 {
-	f->use.read_uncached = policy == POLICY_DONTCACHE ||
-			   policy == POLICY_DONTCACHE_READ;
-	f->use.write_uncached = policy == POLICY_DONTCACHE ||
-			    policy == POLICY_DONTCACHE_WRITE;
+	f->use.read_uncached = policy == POLICY_DONTCACHE || policy == POLICY_DONTCACHE_READ;
+	f->use.write_uncached = policy == POLICY_DONTCACHE || policy == POLICY_DONTCACHE_WRITE;
 }
 
 /*
@@ -77,8 +74,7 @@ static bool ra_reserve(struct dcfs_file *f)
 	return false;
 }
 
-static bool ra_covers(const struct dcfs_file *f, size_t size, off_t off,
-		      uint64_t gen)
+static bool ra_covers(const struct dcfs_file *f, size_t size, off_t off, uint64_t gen)
 {
 	return f->stream->ra_len && f->stream->ra_gen == gen && off >= f->stream->ra_off &&
 	       off + (off_t)size <= f->stream->ra_off + (off_t)f->stream->ra_len;
@@ -92,8 +88,7 @@ static bool ra_covers(const struct dcfs_file *f, size_t size, off_t off,
  * even with RWF_DONTCACHE.  So such a read goes without backing read-ahead
  * (FMODE_RANDOM of this handle's own file, while no prefetch runs).
  */
-static ssize_t read_exact(struct dcfs_file *f, void *buf, size_t size,
-			  off_t off)
+static ssize_t read_exact(struct dcfs_file *f, void *buf, size_t size, off_t off)
 {
 	bool toggle = f->use.fuse_cached && !f->stream->fadv_random;
 	ssize_t n;
@@ -106,8 +101,7 @@ static ssize_t read_exact(struct dcfs_file *f, void *buf, size_t size,
 	return n;
 }
 
-static void read_direct(fuse_req_t req, struct dcfs_file *f, size_t size,
-			off_t off)
+static void read_direct(fuse_req_t req, struct dcfs_file *f, size_t size, off_t off)
 {
 	char *buf = malloc(size);
 	ssize_t n;
@@ -125,16 +119,14 @@ static void read_direct(fuse_req_t req, struct dcfs_file *f, size_t size,
 	free(buf);
 }
 
-static bool prev_covers(const struct dcfs_file *f, size_t size, off_t off,
-			uint64_t gen)
+static bool prev_covers(const struct dcfs_file *f, size_t size, off_t off, uint64_t gen)
 {
 	return f->stream->ra_prev_buf && f->stream->ra_prev_len && f->stream->ra_prev_gen == gen &&
 	       off >= f->stream->ra_prev_off &&
 	       off + (off_t)size <= f->stream->ra_prev_off + (off_t)f->stream->ra_prev_len;
 }
 
-static void reply_from_ra(fuse_req_t req, struct dcfs_file *f, size_t size,
-			  off_t off)
+static void reply_from_ra(fuse_req_t req, struct dcfs_file *f, size_t size, off_t off)
 {
 	size_t skip = (size_t)(off - f->stream->ra_off);
 	size_t n = f->stream->ra_len - skip < size ? f->stream->ra_len - skip : size;
@@ -142,8 +134,7 @@ static void reply_from_ra(fuse_req_t req, struct dcfs_file *f, size_t size,
 	fuse_reply_buf(req, f->stream->ra_buf + skip, n);
 }
 
-static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
-			off_t off)
+static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size, off_t off)
 {
 	uint64_t gen;
 	ssize_t n;
@@ -175,8 +166,7 @@ static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 	} else if (ra_covers(f, size, off, gen)) {
 		reply_from_ra(req, f, size, off);
 	} else if (prev_covers(f, size, off, gen)) {
-		fuse_reply_buf(req, f->stream->ra_prev_buf + (off - f->stream->ra_prev_off),
-			       size);
+		fuse_reply_buf(req, f->stream->ra_prev_buf + (off - f->stream->ra_prev_off), size);
 		goto out;
 	} else if (f->use.fuse_cached && f->stream->ra_len && off < f->stream->ra_off &&
 		   off + (off_t)f->stream->ra_cap > f->stream->ra_off) {
@@ -187,8 +177,7 @@ static void stream_read(fuse_req_t req, struct dcfs_file *f, size_t size,
 		   ra_reserve(f) && size <= f->stream->ra_cap) {
 		/* ra_reserve may have taken a smaller window */
 		tiles = f->stream->ra_prefetch && size && f->stream->ra_cap % size == 0;
-		if (!(seq && tiles && ra_take(f, off, gen) &&
-		      ra_covers(f, size, off, gen))) {
+		if (!(seq && tiles && ra_take(f, off, gen) && ra_covers(f, size, off, gen))) {
 			ra_quiesce(f);
 			n = read_uncached(f, f->stream->ra_buf, f->stream->ra_cap, off);
 			if (n < 0) {
@@ -212,8 +201,7 @@ out:
 	pthread_mutex_unlock(&f->lock);
 }
 
-static ssize_t stream_write(struct dcfs_file *f, struct fuse_bufvec *in,
-			    off_t off)
+static ssize_t stream_write(struct dcfs_file *f, struct fuse_bufvec *in, off_t off)
 {
 	size_t len = fuse_buf_size(in);
 	struct fuse_bufvec mem = FUSE_BUFVEC_INIT(len);
@@ -336,11 +324,11 @@ static void switch_now(struct dcfs_file *f)
 	file_stats_io(f, ST_SWITCHED, 1);
 	if (!f->use.was_resident)
 		fallback_drop(f, f->stream->pre_lo, f->stream->pre_hi);
-	notify_inval(ino, f->stream->pre_lo, f->stream->pre_hi - f->stream->pre_lo, f->use.cached_writer);
+	notify_inval(ino, f->stream->pre_lo, f->stream->pre_hi - f->stream->pre_lo,
+		     f->use.cached_writer);
 	f->stream->inval_done = f->stream->pre_hi;
-	log_debug("ino %llu: switched to %s after %llu bytes\n",
-		  (unsigned long long)f->inode->ino, policy_name(f->stream->target),
-		  (unsigned long long)f->stream->seq_run);
+	log_debug("ino %llu: switched to %s after %llu bytes\n", (unsigned long long)f->inode->ino,
+		  policy_name(f->stream->target), (unsigned long long)f->stream->seq_run);
 }
 
 /*
@@ -379,7 +367,8 @@ static void trail_inval(struct dcfs_file *f)
  */
 static void drop_left_behind(struct dcfs_file *f, off_t next)
 {
-	off_t lo = f->stream->inval_done > f->stream->seq_start ? f->stream->inval_done : f->stream->seq_start;
+	off_t lo = f->stream->inval_done > f->stream->seq_start ? f->stream->inval_done
+								: f->stream->seq_start;
 
 	if (f->stream->seq_next > lo)
 		notify_inval(f->inode->nodeid, lo, f->stream->seq_next - lo, f->use.cached_writer);

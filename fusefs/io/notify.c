@@ -51,7 +51,7 @@ struct writers {
 	struct writers *next;
 	fuse_ino_t ino;
 	unsigned int n;
-	bool owed; /* a drop was held back */
+	bool owed;  /* a drop was held back */
 	bool mixed; /* read and written through the cache: no drops while open */
 };
 
@@ -103,8 +103,7 @@ static void enqueue(fuse_ino_t ino, off_t off, off_t len, unsigned int allowed)
 	/* Ranges of one stream arrive in order: merge with the last. */
 	struct inval *last = nt.count ? &nt.queue[(nt.head + nt.count - 1) % QUEUE_MAX] : NULL;
 
-	if (last && last->ino == ino && last->allowed == allowed &&
-	    last->off + last->len == off) {
+	if (last && last->ino == ino && last->allowed == allowed && last->off + last->len == off) {
 		last->len += len;
 	} else if (nt.count < QUEUE_MAX) {
 		nt.queue[(nt.head + nt.count) % QUEUE_MAX] =

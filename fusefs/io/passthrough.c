@@ -95,7 +95,12 @@
 #define PT_MAX_STACK_DEPTH 1
 
 /* How the kernel does one handle's I/O (struct dcfs_file .pt). */
-enum { PT_NONE, PT_KERNEL, PT_DAEMON, PT_FWD };
+enum {
+	PT_NONE,
+	PT_KERNEL,
+	PT_DAEMON,
+	PT_FWD
+};
 
 /* Credentials the kernel captured with a backing id. */
 #define PT_GROUPS 32
@@ -115,7 +120,7 @@ struct pt_node {
 	unsigned int n_fwd;    /* forwarded handles: state FWD */
 	unsigned int n_bypass; /* writable backed handles */
 	unsigned int n_kernel; /* handles whose reads and writes the kernel does */
-	unsigned int n_drop;   /* ... of which streams dropped behind (dropbehind.c, writebehind.c) */
+	unsigned int n_drop; /* ... of which streams dropped behind (dropbehind.c, writebehind.c) */
 	struct pt_ident ident;
 };
 
@@ -134,13 +139,13 @@ static struct {
 	struct pt_node *buckets[PT_BUCKETS];
 	struct pt_fs fs[PT_MAX_FS];
 	size_t nfs;
-	int dev_fd;	      /* session fd, for the backing ioctls */
-	bool disabled;	      /* -o nopassthrough */
-	bool no_admin;	      /* no CAP_SYS_ADMIN at mount */
-	_Atomic bool on;      /* requested at INIT and not withdrawn */
+	int dev_fd;		/* session fd, for the backing ioctls */
+	bool disabled;		/* -o nopassthrough */
+	bool no_admin;		/* no CAP_SYS_ADMIN at mount */
+	_Atomic bool on;	/* requested at INIT and not withdrawn */
 	_Atomic bool dontcache; /* uncached passthrough accepted at INIT */
 	_Atomic bool attr;	/* backing-inode attributes accepted at INIT */
-	char off_reason[96];  /* why passthrough is off, once it is */
+	char off_reason[96];	/* why passthrough is off, once it is */
 	bool logged_transient;
 	_Atomic uint64_t bypass_total; /* sum of n_bypass: a fast "none" */
 	_Atomic uint64_t ids_open, ids_opened, ids_closed, max_id;
@@ -177,8 +182,7 @@ static bool ident_equal(const struct pt_ident *a, const struct pt_ident *b)
 	/* The kernel keeps group lists sorted, so equal sets compare equal. */
 	return a->ngroups >= 0 && a->fsuid == b->fsuid && a->fsgid == b->fsgid &&
 	       a->reserve == b->reserve && a->ngroups == b->ngroups &&
-	       memcmp(a->groups, b->groups,
-		      sizeof(gid_t) * (size_t)a->ngroups) == 0;
+	       memcmp(a->groups, b->groups, sizeof(gid_t) * (size_t)a->ngroups) == 0;
 }
 
 /* --- the per-inode table -------------------------------------------------- */
@@ -276,8 +280,8 @@ static int backing_open(fuse_req_t req, int fd, dev_t dev)
 	if (id > 0) {
 		if (fs && fs->state == PT_FS_UNKNOWN) {
 			fs->state = PT_FS_YES;
-			log_info("passthrough: backing %s (dev %u:%u) passes through\n",
-				 fs->fstype, major(dev), minor(dev));
+			log_info("passthrough: backing %s (dev %u:%u) passes through\n", fs->fstype,
+				 major(dev), minor(dev));
 		}
 		return id;
 	}
@@ -286,19 +290,20 @@ static int backing_open(fuse_req_t req, int fd, dev_t dev)
 	atomic_fetch_add(&pt.fallbacks, 1);
 	if (err == EPERM) {
 		turn_off("the kernel refused to register backing files (EPERM)");
-	} else if (err == ELOOP || err == EINVAL || err == EOPNOTSUPP ||
-		   err == ENOTTY || err == EISDIR) {
+	} else if (err == ELOOP || err == EINVAL || err == EOPNOTSUPP || err == ENOTTY ||
+		   err == EISDIR) {
 		if (fs) {
 			fs->state = PT_FS_REFUSED;
 			fs->err = err;
-			log_warn("passthrough: backing %s (dev %u:%u) refused (%s); its cached files are forwarded\n",
-				 fs->fstype, major(dev), minor(dev),
-				 strerror(err));
+			log_warn(
+				"passthrough: backing %s (dev %u:%u) refused (%s); its cached files are forwarded\n",
+				fs->fstype, major(dev), minor(dev), strerror(err));
 		}
 	} else if (!pt.logged_transient) {
 		pt.logged_transient = true;
-		log_warn("passthrough: registering a backing file failed (%s); that open is forwarded (logged once)\n",
-			 strerror(err));
+		log_warn(
+			"passthrough: registering a backing file failed (%s); that open is forwarded (logged once)\n",
+			strerror(err));
 	}
 	return -err;
 }
@@ -308,17 +313,20 @@ static void backing_close(int id)
 	uint32_t arg = (uint32_t)id;
 
 	/* After an unmount the kernel has dropped every id itself. */
-	if (ioctl(pt.dev_fd, PT_IOC_BACKING_CLOSE, &arg) < 0 &&
-	    errno != ENODEV && errno != ENOTCONN)
-		log_warn("passthrough: closing backing id %d: %s\n", id,
-			 strerror(errno));
+	if (ioctl(pt.dev_fd, PT_IOC_BACKING_CLOSE, &arg) < 0 && errno != ENODEV &&
+	    errno != ENOTCONN)
+		log_warn("passthrough: closing backing id %d: %s\n", id, strerror(errno));
 	atomic_fetch_sub(&pt.ids_open, 1);
 	atomic_fetch_add(&pt.ids_closed, 1);
 }
 
 /* --- decisions at open and release ---------------------------------------- */
 
-enum wish { WISH_KERNEL, WISH_DAEMON, WISH_CACHED };
+enum wish {
+	WISH_KERNEL,
+	WISH_DAEMON,
+	WISH_CACHED
+};
 
 /*
  * The uncached FOPEN flags a streaming handle needs for the kernel to do
@@ -327,13 +335,11 @@ enum wish { WISH_KERNEL, WISH_DAEMON, WISH_CACHED };
  * backing filesystem has not been seen to do with RWF_DONTCACHE (unknown
  * until the first such I/O, which the daemon then does and probes).
  */
-static uint32_t uncached_flags(const struct dcfs_file *f, bool reads,
-			       bool writes)
+static uint32_t uncached_flags(const struct dcfs_file *f, bool reads, bool writes)
 {
 	uint32_t flags = 0;
 
-	if (!atomic_load(&pt.dontcache) || !f->pt.kernel_uncached_wish ||
-	    !f->probe)
+	if (!atomic_load(&pt.dontcache) || !f->pt.kernel_uncached_wish || !f->probe)
 		return 0;
 	if (reads && f->use.read_uncached) {
 		if (atomic_load(&f->probe->rd) != PROBE_YES)
@@ -358,8 +364,8 @@ static uint32_t uncached_flags(const struct dcfs_file *f, bool reads,
  * can do uncached I/O itself (*uncached: the flags for that); auto and
  * deferred handles need the daemon to see the stream.
  */
-static enum wish wish_of(const struct dcfs_file *f,
-			 const struct fuse_file_info *fi, uint32_t *uncached)
+static enum wish wish_of(const struct dcfs_file *f, const struct fuse_file_info *fi,
+			 uint32_t *uncached)
 {
 	int acc = f->flags & O_ACCMODE;
 	bool reads = acc != O_WRONLY, writes = acc != O_RDONLY;
@@ -402,8 +408,7 @@ static bool trailed(const struct dcfs_file *f)
 	return f->pt.dropbehind_wish || (f->pt.writebehind_wish && !f->pt.uncached);
 }
 
-void passthrough_open(fuse_req_t req, struct dcfs_file *f,
-		      struct fuse_file_info *fi)
+void passthrough_open(fuse_req_t req, struct dcfs_file *f, struct fuse_file_info *fi)
 {
 	uint32_t uncached;
 	enum wish wish = wish_of(f, fi, &uncached);
@@ -434,10 +439,9 @@ void passthrough_open(fuse_req_t req, struct dcfs_file *f,
 	}
 	ident_current(&me, dcfs.privileged && fuse_req_ctx(req)->uid == 0);
 	if (n->backing_id > 0) {
-		kind = wish == WISH_KERNEL &&
-				       (!writable(f) || ident_equal(&me, &n->ident)) ?
-			       PT_KERNEL :
-			       PT_DAEMON;
+		kind = wish == WISH_KERNEL && (!writable(f) || ident_equal(&me, &n->ident))
+			       ? PT_KERNEL
+			       : PT_DAEMON;
 	} else if (!n->n_fwd && wish == WISH_KERNEL && atomic_load(&pt.on)) {
 		/* f->fd was opened from the inode: same st_dev. */
 		id = backing_open(req, f->fd, f->inode->dev);
@@ -610,8 +614,7 @@ bool passthrough_bypassed(const struct dcfs_inode *inode)
 }
 
 /* What an open of a cache-class file would get now, for user.dcfs.policy. */
-void passthrough_describe(const struct dcfs_inode *inode, char *buf,
-			  size_t size)
+void passthrough_describe(const struct dcfs_inode *inode, char *buf, size_t size)
 {
 	struct pt_node *n;
 	struct stat st;
@@ -629,12 +632,10 @@ void passthrough_describe(const struct dcfs_inode *inode, char *buf,
 		snprintf(buf, size, "passthrough");
 		if (inode_stat((struct dcfs_inode *)inode, &st) == 0) {
 			for (size_t i = 0; i < pt.nfs; i++)
-				if (pt.fs[i].dev == st.st_dev &&
-				    pt.fs[i].state == PT_FS_REFUSED)
+				if (pt.fs[i].dev == st.st_dev && pt.fs[i].state == PT_FS_REFUSED)
 					snprintf(buf, size,
 						 "forwarded: backing %s refuses passthrough (%s)",
-						 pt.fs[i].fstype,
-						 strerror(pt.fs[i].err));
+						 pt.fs[i].fstype, strerror(pt.fs[i].err));
 		}
 	}
 	pthread_mutex_unlock(&pt.lock);
@@ -652,14 +653,14 @@ void passthrough_describe(const struct dcfs_inode *inode, char *buf,
  */
 static void log_private_switch_hint(void)
 {
-	int fd = open("/sys/module/fuse/parameters/passthrough_private",
-		      O_RDONLY | O_CLOEXEC);
+	int fd = open("/sys/module/fuse/parameters/passthrough_private", O_RDONLY | O_CLOEXEC);
 	char v = 0;
 
 	if (fd < 0)
 		return;
 	if (read(fd, &v, 1) == 1 && v == 'N')
-		log_warn("passthrough: this kernel has uncached passthrough but fuse.passthrough_private is off, so streams go through the daemon: boot with fuse.passthrough_private=1, or echo Y > /sys/module/fuse/parameters/passthrough_private and mount again\n");
+		log_warn(
+			"passthrough: this kernel has uncached passthrough but fuse.passthrough_private is off, so streams go through the daemon: boot with fuse.passthrough_private=1, or echo Y > /sys/module/fuse/parameters/passthrough_private and mount again\n");
 	close(fd);
 }
 
@@ -684,8 +685,7 @@ static void pt_init(const struct wire_offer *offer, struct fuse_init_out *out)
 	if (want_pt && (offer->flags2 & PT_FLAGS2(PT_INIT_PASSTHROUGH)) &&
 	    !(out->flags & FUSE_WRITEBACK_CACHE)) {
 		out->flags2 |= PT_FLAGS2(PT_INIT_PASSTHROUGH);
-		memcpy((char *)out + INIT_OUT_MAX_STACK_DEPTH, &depth,
-		       sizeof(depth));
+		memcpy((char *)out + INIT_OUT_MAX_STACK_DEPTH, &depth, sizeof(depth));
 		atomic_store(&pt.on, true);
 		if (offer->flags2 & PT_FLAGS2(PT_INIT_DONTCACHE)) {
 			out->flags2 |= PT_FLAGS2(PT_INIT_DONTCACHE);
@@ -703,18 +703,17 @@ static void pt_init(const struct wire_offer *offer, struct fuse_init_out *out)
 		}
 	} else {
 		snprintf(pt.off_reason, sizeof(pt.off_reason), "%s",
-			 pt.disabled ? "-o nopassthrough" :
-			 pt.no_admin ? "the daemon lacks CAP_SYS_ADMIN" :
-				       "the kernel does not offer it");
+			 pt.disabled   ? "-o nopassthrough"
+			 : pt.no_admin ? "the daemon lacks CAP_SYS_ADMIN"
+				       : "the kernel does not offer it");
 	}
 	wire_stats(&ws);
-	log_info("passthrough: %s%s%s; uncached passthrough %s; attributes from the backing inode %s; direct-I/O shared mmap %s\n",
-		 atomic_load(&pt.on) ? "on" : "off (",
-		 atomic_load(&pt.on) ? "" : pt.off_reason,
-		 atomic_load(&pt.on) ? "" : ")",
-		 atomic_load(&pt.dontcache) ? "on" : "not offered",
-		 atomic_load(&pt.attr) ? "on" : "not offered",
-		 ws.allow_mmap ? "allowed" : "not offered (ENODEV)");
+	log_info(
+		"passthrough: %s%s%s; uncached passthrough %s; attributes from the backing inode %s; direct-I/O shared mmap %s\n",
+		atomic_load(&pt.on) ? "on" : "off (", atomic_load(&pt.on) ? "" : pt.off_reason,
+		atomic_load(&pt.on) ? "" : ")", atomic_load(&pt.dontcache) ? "on" : "not offered",
+		atomic_load(&pt.attr) ? "on" : "not offered",
+		ws.allow_mmap ? "allowed" : "not offered (ENODEV)");
 	if (atomic_load(&pt.on) && !atomic_load(&pt.dontcache))
 		log_private_switch_hint();
 }

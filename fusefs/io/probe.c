@@ -70,8 +70,7 @@ struct probe *probe_get(int fd)
 		p = &known.probes[known.nprobes++];
 		p->dev = st.st_dev;
 		if (fstatfs(fd, &sfs) == 0)
-			snprintf(p->fstype, sizeof(p->fstype), "%s",
-				 fstype_name((long)sfs.f_type));
+			snprintf(p->fstype, sizeof(p->fstype), "%s", fstype_name((long)sfs.f_type));
 	}
 out:
 	pthread_mutex_unlock(&known.probe_lock);
@@ -97,20 +96,17 @@ const char *probe_state_name(int s)
 	return s == PROBE_YES ? "yes" : s == PROBE_NO ? "no" : "unknown";
 }
 
-static void record(struct probe *p, _Atomic int *state, int value,
-		   const char *what)
+static void record(struct probe *p, _Atomic int *state, int value, const char *what)
 {
 	int expected = PROBE_UNKNOWN;
 
 	if (atomic_compare_exchange_strong(state, &expected, value))
 		log_info("backing %s (dev %u:%u): RWF_DONTCACHE %s %s\n",
-			 p->fstype[0] ? p->fstype : "fs", major(p->dev),
-			 minor(p->dev), what,
+			 p->fstype[0] ? p->fstype : "fs", major(p->dev), minor(p->dev), what,
 			 value == PROBE_YES ? "supported" : "not supported, using fallback");
 }
 
-ssize_t probe_pread(struct probe *p, int fd, void *buf, size_t len,
-		       off_t off)
+ssize_t probe_pread(struct probe *p, int fd, void *buf, size_t len, off_t off)
 {
 	struct iovec iov = { buf, len };
 	ssize_t n;
@@ -127,16 +123,14 @@ ssize_t probe_pread(struct probe *p, int fd, void *buf, size_t len,
 	return n < 0 ? -errno : n;
 }
 
-ssize_t probe_pwrite(struct probe *p, int fd, const void *buf, size_t len,
-			off_t off)
+ssize_t probe_pwrite(struct probe *p, int fd, const void *buf, size_t len, off_t off)
 {
 	struct iovec iov = { (void *)buf, len };
 
 	return probe_pwritev(p, fd, &iov, 1, off);
 }
 
-ssize_t probe_pwritev(struct probe *p, int fd, const struct iovec *iov,
-			 int cnt, off_t off)
+ssize_t probe_pwritev(struct probe *p, int fd, const struct iovec *iov, int cnt, off_t off)
 {
 	ssize_t n;
 
@@ -223,15 +217,13 @@ struct probe *probe_dir(int dirfd)
 	n = pwritev2(fd, &iov, 1, 0, DCFS_RWF_DONTCACHE);
 	expected = PROBE_UNKNOWN;
 	if (n == (ssize_t)sizeof(page) || (n < 0 && errno == EOPNOTSUPP))
-		atomic_compare_exchange_strong(&p->wr, &expected,
-					       n < 0 ? PROBE_NO : PROBE_YES);
+		atomic_compare_exchange_strong(&p->wr, &expected, n < 0 ? PROBE_NO : PROBE_YES);
 	if (n < 0 && pwrite(fd, page, sizeof(page), 0) != (ssize_t)sizeof(page))
 		goto out;
 	n = preadv2(fd, &iov, 1, 0, DCFS_RWF_DONTCACHE);
 	expected = PROBE_UNKNOWN;
 	if (n >= 0 || errno == EOPNOTSUPP)
-		atomic_compare_exchange_strong(&p->rd, &expected,
-					       n < 0 ? PROBE_NO : PROBE_YES);
+		atomic_compare_exchange_strong(&p->rd, &expected, n < 0 ? PROBE_NO : PROBE_YES);
 out:
 	close(fd);
 	return p;

@@ -54,7 +54,12 @@ void ra_unaccount(size_t n)
 	atomic_fetch_sub(&ra_total, n);
 }
 
-enum { RA_IDLE, RA_QUEUED, RA_FILLING, RA_READY };
+enum {
+	RA_IDLE,
+	RA_QUEUED,
+	RA_FILLING,
+	RA_READY
+};
 
 struct ra_next {
 	pthread_mutex_t lock;
@@ -213,8 +218,7 @@ bool ra_take(struct dcfs_file *f, off_t off, uint64_t gen)
 	if (!r)
 		return false;
 	pthread_mutex_lock(&r->lock);
-	if (r->state != RA_IDLE && off >= r->off &&
-	    off < r->off + (off_t)r->cap && r->gen == gen) {
+	if (r->state != RA_IDLE && off >= r->off && off < r->off + (off_t)r->cap && r->gen == gen) {
 		if (r->state != RA_READY)
 			stats_add(f->policy, ST_PREFETCH_WAITS, 1);
 		ra_wait(r);

@@ -57,8 +57,7 @@ uint64_t stamp_gen(struct dcfs_inode *inode)
  * the last look other than through the mount?  Records what it saw either
  * way.  Only regular files have data the mount caches.
  */
-bool stamp_changed_outside(struct dcfs_inode *inode, const struct stat *st,
-			       uint64_t gen)
+bool stamp_changed_outside(struct dcfs_inode *inode, const struct stat *st, uint64_t gen)
 {
 	uint64_t now, before;
 
@@ -110,8 +109,7 @@ void stamp_landed(struct dcfs_inode *inode, int fd)
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return;
 	cur = atomic_load(&inode->seen);
-	if (atomic_load(&inode->data_gen) == gen &&
-	    (!cur || (uint32_t)cur != (uint32_t)gen))
+	if (atomic_load(&inode->data_gen) == gen && (!cur || (uint32_t)cur != (uint32_t)gen))
 		atomic_compare_exchange_strong(&inode->seen, &cur, stamp_of(&st, gen));
 }
 
@@ -120,4 +118,3 @@ void stamp_changed_inside(struct dcfs_inode *inode)
 {
 	atomic_fetch_add(&inode->data_gen, 1);
 }
-

@@ -121,11 +121,11 @@ struct wjob {
 struct wp_inode {
 	struct wp_inode *next; /* hash chain; reg_lock */
 	struct dcfs_inode *inode;
-	unsigned int refs;     /* reg_lock */
-	pthread_mutex_t lock;  /* handles */
+	unsigned int refs;    /* reg_lock */
+	pthread_mutex_t lock; /* handles */
 	struct wpipe *handles;
 	_Atomic uint64_t err_seq; /* bumped by every deferred error */
-	_Atomic int err; /* the last one, -errno */
+	_Atomic int err;	  /* the last one, -errno */
 };
 
 struct wpipe {
@@ -135,7 +135,7 @@ struct wpipe {
 	/* the fields below: f->lock */
 	uint64_t err_seen;
 	struct wjob *bufjob; /* the buffer, a job's memory: see submit_buffer */
-	off_t boff; /* buffered file range [boff, boff + blen) */
+	off_t boff;	     /* buffered file range [boff, boff + blen) */
 	size_t blen;
 	struct creds_id id;
 	uint64_t inflight_limit, mount_limit;
@@ -172,8 +172,8 @@ static struct {
 		pthread_once_t once;
 		pthread_mutex_t lock;
 		pthread_cond_t cv;
-		bool kicked;		/* a buffer became due sooner than planned */
-		_Atomic uint64_t next;	/* when the flusher wakes; 0 while it scans */
+		bool kicked;	       /* a buffer became due sooner than planned */
+		_Atomic uint64_t next; /* when the flusher wakes; 0 while it scans */
 	} expiry;
 } pipes = {
 	.reg_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -290,8 +290,7 @@ static int take_error(struct wpipe *wp)
 	err = atomic_load(&wp->wi->err);
 	stats_add(wp->f->policy, ST_DEFERRED_REPORTED, 1);
 	log_debug("ino %llu: deferred %s reported to a %s handle\n",
-		  (unsigned long long)wp->f->inode->ino, strerror(-err),
-		  wp->f->io->name);
+		  (unsigned long long)wp->f->inode->ino, strerror(-err), wp->f->io->name);
 	return err;
 }
 
@@ -322,8 +321,7 @@ static void record_error(struct wpipe *wp, int err, off_t off, size_t len)
 	stats_add(wp->f->policy, ST_DEFERRED_ERRORS, 1);
 	log_err("ino %llu: write of %zu acknowledged bytes at %lld failed: %s; "
 		"reported to the next write, flush or fsync of every handle\n",
-		(unsigned long long)wp->f->inode->ino, len, (long long)off,
-		strerror(-err));
+		(unsigned long long)wp->f->inode->ino, len, (long long)off, strerror(-err));
 }
 
 /*
@@ -407,8 +405,8 @@ static void note_uncached(struct dcfs_file *f, off_t off, off_t end)
  * bytes written; when that is less than asked, *err says why (-errno),
  * else it is 0.
  */
-static size_t backing_write_locked(struct dcfs_file *f, struct iovec *iov,
-				   int cnt, off_t off, int *err)
+static size_t backing_write_locked(struct dcfs_file *f, struct iovec *iov, int cnt, off_t off,
+				   int *err)
 {
 	size_t len = 0, done = 0;
 	ssize_t n = 0;
@@ -448,8 +446,7 @@ static size_t backing_write_locked(struct dcfs_file *f, struct iovec *iov,
 
 		while (piece < iov[i].iov_len) {
 			n = fallback_write(f, (char *)iov[i].iov_base + piece,
-					   iov[i].iov_len - piece,
-					   off + (off_t)done);
+					   iov[i].iov_len - piece, off + (off_t)done);
 			if (n <= 0) {
 				*err = n ? (int)n : -EIO;
 				return done;
@@ -463,8 +460,7 @@ static size_t backing_write_locked(struct dcfs_file *f, struct iovec *iov,
 	return done;
 }
 
-static size_t backing_write(struct dcfs_file *f, struct iovec *iov, int cnt,
-			    off_t off, int *err)
+static size_t backing_write(struct dcfs_file *f, struct iovec *iov, int cnt, off_t off, int *err)
 {
 	size_t n;
 
@@ -512,8 +508,7 @@ static void *worker_main(void *arg)
 		 * identity stays in force from one job to the next: switching
 		 * costs up to ten syscalls, per MiB at 1 MiB writes.
 		 */
-		if (!switched || job->id.uid != in_force.uid ||
-		    job->id.gid != in_force.gid) {
+		if (!switched || job->id.uid != in_force.uid || job->id.gid != in_force.gid) {
 			if (switched)
 				creds_io_restore(&saved);
 			creds_io_switch(&job->id, &saved);
@@ -560,8 +555,8 @@ static bool space_is_low(struct dcfs_file *f);
 /* Also only with ample space: a background ENOSPC would come late. */
 static bool may_pipeline(struct dcfs_file *f, size_t len)
 {
-	return f->wp->inflight_limit && len <= JOB_CAP &&
-	       atomic_load(&f->probe->wr) == PROBE_YES && !space_is_low(f);
+	return f->wp->inflight_limit && len <= JOB_CAP && atomic_load(&f->probe->wr) == PROBE_YES &&
+	       !space_is_low(f);
 }
 
 /*
@@ -596,9 +591,8 @@ static int reserve(struct wpipe *wp, size_t len, uint64_t limit)
 {
 	bool waited = false;
 
-	while (wp->inflight &&
-	       (wp->inflight + len > limit ||
-		atomic_load(&pipes.inflight_total) + len > wp->mount_limit)) {
+	while (wp->inflight && (wp->inflight + len > limit ||
+				atomic_load(&pipes.inflight_total) + len > wp->mount_limit)) {
 		if (!waited)
 			stats_add(wp->f->policy, ST_QUEUE_WAITS, 1);
 		waited = true;
@@ -668,8 +662,7 @@ static struct wjob *job_get(struct wpipe *wp, bool reserve_room, size_t len)
  * Queues a copy of iov for the worker (f->lock held): 0, or -errno when it
  * could not (the caller then writes synchronously).
  */
-static int submit(struct wpipe *wp, const struct iovec *iov, int cnt,
-		  off_t off, size_t len)
+static int submit(struct wpipe *wp, const struct iovec *iov, int cnt, off_t off, size_t len)
 {
 	struct wjob *job = job_get(wp, true, len);
 	size_t at = 0;
@@ -695,8 +688,7 @@ static int submit(struct wpipe *wp, const struct iovec *iov, int cnt,
  * what the old one held past from_buf.  0, or -errno when it could not
  * (nothing changed; the caller then writes synchronously).
  */
-static int submit_buffer(struct wpipe *wp, const struct iovec *req,
-			 size_t from_buf, size_t len)
+static int submit_buffer(struct wpipe *wp, const struct iovec *req, size_t from_buf, size_t len)
 {
 	struct wjob *job = wp->bufjob, *fresh = job_get(wp, true, len);
 	size_t keep = wp->blen - from_buf;
@@ -716,15 +708,13 @@ static int submit_buffer(struct wpipe *wp, const struct iovec *req,
 }
 
 /* Queues len bytes at data, inside rb, for the worker, which then owns rb. */
-static int submit_adopted(struct wpipe *wp, struct reqbuf *rb, char *data,
-			  off_t off, size_t len)
+static int submit_adopted(struct wpipe *wp, struct reqbuf *rb, char *data, off_t off, size_t len)
 {
 	struct wjob *job;
 	int rc;
 
 	pthread_mutex_lock(&wp->qlock);
-	rc = reserve(wp, len, wp->inflight_limit < ADOPT_AHEAD ?
-				      wp->inflight_limit : ADOPT_AHEAD);
+	rc = reserve(wp, len, wp->inflight_limit < ADOPT_AHEAD ? wp->inflight_limit : ADOPT_AHEAD);
 	pthread_mutex_unlock(&wp->qlock);
 	if (rc < 0)
 		return rc;
@@ -842,8 +832,7 @@ static bool space_is_low(struct dcfs_file *f)
 	if (fstatfs(f->fd, &sfs) < 0)
 		return true;
 	return (uint64_t)sfs.f_bavail * (uint64_t)sfs.f_bsize <
-	       LOW_SPACE + atomic_load(&pipes.buffered_bytes) +
-		       atomic_load(&pipes.inflight_total);
+	       LOW_SPACE + atomic_load(&pipes.buffered_bytes) + atomic_load(&pipes.inflight_total);
 }
 
 /*
@@ -853,8 +842,7 @@ static bool space_is_low(struct dcfs_file *f)
  */
 static bool may_buffer(const struct dcfs_file *f)
 {
-	return f->wp && !(f->flags & (O_SYNC | O_DSYNC)) &&
-	       !passthrough_backed(f->inode);
+	return f->wp && !(f->flags & (O_SYNC | O_DSYNC)) && !passthrough_backed(f->inode);
 }
 
 /*
@@ -881,8 +869,7 @@ static off_t append_pos(struct dcfs_file *f, off_t off)
 }
 
 /* Writes data at once, as a backing write of its own. */
-static ssize_t write_through(struct dcfs_file *f, const void *data, size_t len,
-			     off_t off)
+static ssize_t write_through(struct dcfs_file *f, const void *data, size_t len, off_t off)
 {
 	struct iovec iov = { (void *)data, len };
 	size_t n;
@@ -904,8 +891,8 @@ static ssize_t write_through(struct dcfs_file *f, const void *data, size_t len,
  * when the write was handled here (*res: its answer), false when nothing
  * was done and the caller goes on as before.
  */
-static bool adopt_write(struct dcfs_file *f, const char *data, size_t len,
-			off_t off, off_t upto, size_t from_buf, ssize_t *res)
+static bool adopt_write(struct dcfs_file *f, const char *data, size_t len, off_t off, off_t upto,
+			size_t from_buf, ssize_t *res)
 {
 	struct wpipe *wp = f->wp;
 	size_t from_req = upto > off ? (size_t)(upto - off) : 0;
@@ -916,9 +903,8 @@ static bool adopt_write(struct dcfs_file *f, const char *data, size_t len,
 	char *start;
 	int err;
 
-	if (!from_req || worth_queueing(from_buf, from_req) ||
-	    from_buf != wp->blen || from_buf > reqbuf_room() ||
-	    !may_pipeline(f, want))
+	if (!from_req || worth_queueing(from_buf, from_req) || from_buf != wp->blen ||
+	    from_buf > reqbuf_room() || !may_pipeline(f, want))
 		return false;
 	tail = len - from_req;
 	if (tail && !buf_alloc(wp))
@@ -997,8 +983,8 @@ static bool coalesce(struct dcfs_file *f, const void *data, size_t len)
 }
 
 /* backing_write() of all want bytes: 0, or -errno (-EIO if short). */
-static int backing_write_all(struct dcfs_file *f, struct iovec *iov, int cnt,
-			     off_t off, size_t want)
+static int backing_write_all(struct dcfs_file *f, struct iovec *iov, int cnt, off_t off,
+			     size_t want)
 {
 	int err;
 
@@ -1012,8 +998,8 @@ static int backing_write_all(struct dcfs_file *f, struct iovec *iov, int cnt,
  * request's part in iov[1]) goes to the worker, or is written here after
  * its jobs: 0 or -errno.  *handed: the worker took the buffer itself.
  */
-static int send_run(struct dcfs_file *f, struct iovec iov[2], size_t from_buf,
-		    size_t want, bool *handed)
+static int send_run(struct dcfs_file *f, struct iovec iov[2], size_t from_buf, size_t want,
+		    bool *handed)
 {
 	struct wpipe *wp = f->wp;
 	int err = -EAGAIN;
@@ -1034,8 +1020,8 @@ static int send_run(struct dcfs_file *f, struct iovec iov[2], size_t from_buf,
  * After the run up to upto was sent: what stays buffered is the buffer's
  * unwritten part, then the tail of data beyond upto.  len, or -errno.
  */
-static ssize_t keep_rest(struct dcfs_file *f, const char *data, size_t len,
-			 off_t off, off_t upto, size_t from_buf, bool handed)
+static ssize_t keep_rest(struct dcfs_file *f, const char *data, size_t len, off_t off, off_t upto,
+			 size_t from_buf, bool handed)
 {
 	struct wpipe *wp = f->wp;
 	size_t keep = wp->blen - from_buf;
@@ -1063,12 +1049,10 @@ static ssize_t keep_rest(struct dcfs_file *f, const char *data, size_t len,
  * lies beyond: len, or -errno.  Acknowledged data that could not be
  * written is an error for every handle of the file as well.
  */
-static ssize_t write_run(struct dcfs_file *f, const char *data, size_t len,
-			 off_t off, off_t upto)
+static ssize_t write_run(struct dcfs_file *f, const char *data, size_t len, off_t off, off_t upto)
 {
 	struct wpipe *wp = f->wp;
-	size_t from_buf = (off_t)wp->blen < upto - wp->boff ? wp->blen
-							    : (size_t)(upto - wp->boff);
+	size_t from_buf = (off_t)wp->blen < upto - wp->boff ? wp->blen : (size_t)(upto - wp->boff);
 	struct iovec iov[2] = {
 		{ buf_mem(wp), from_buf },
 		{ (void *)data, upto > off ? (size_t)(upto - off) : 0 },
@@ -1093,8 +1077,7 @@ static ssize_t write_run(struct dcfs_file *f, const char *data, size_t len,
  * buffer when it continues the buffered run and fits, else written up to
  * its last page boundary together with the buffer, the rest kept.
  */
-ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len,
-		    off_t off)
+ssize_t wpipe_write(struct dcfs_file *f, const void *data, size_t len, off_t off)
 {
 	struct wpipe *wp = f->wp;
 	struct creds_id id = { 0, 0 };

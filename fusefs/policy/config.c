@@ -89,10 +89,22 @@ int config_size_parse(const char *s, uint64_t *out)
 	if (err)
 		return err;
 	switch (toupper((unsigned char)*end)) {
-	case 'K': shift = 10; end++; break;
-	case 'M': shift = 20; end++; break;
-	case 'G': shift = 30; end++; break;
-	case 'T': shift = 40; end++; break;
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	case 'T':
+		shift = 40;
+		end++;
+		break;
 	case 'B': end++; break;
 	default: break;
 	}
@@ -139,8 +151,8 @@ static void errors_insert(struct cfg_errors *errs, int line, char *full)
 	lines[i] = line;
 }
 
-static __attribute__((format(printf, 3, 4))) void
-error_at(struct parse_state *ps, int line, const char *fmt, ...)
+static __attribute__((format(printf, 3, 4))) void error_at(struct parse_state *ps, int line,
+							   const char *fmt, ...)
 {
 	char msg[512], *full;
 	va_list ap;
@@ -303,9 +315,10 @@ static void begin_dir(struct parse_state *ps, const char *path)
 	char *norm;
 
 	if (normalize_dir(path, &norm) < 0) {
-		error_at(ps, ps->lineno,
-			 "bad directory '%s': must be absolute under the mount root, without . or ..",
-			 path);
+		error_at(
+			ps, ps->lineno,
+			"bad directory '%s': must be absolute under the mount root, without . or ..",
+			path);
 		return;
 	}
 	for (size_t i = 0; i < cfg->n_dirs; i++) {
@@ -336,14 +349,15 @@ static void begin_process(struct parse_state *ps, const char *comm)
 
 	if (!*comm || strlen(comm) > COMM_MAX || strchr(comm, '/')) {
 		error_at(ps, ps->lineno,
-			 "bad process name '%s': a command name (comm) of 1 to %d characters",
-			 comm, COMM_MAX);
+			 "bad process name '%s': a command name (comm) of 1 to %d characters", comm,
+			 COMM_MAX);
 		return;
 	}
 	for (size_t i = 0; i < cfg->n_procs; i++) {
 		if (strcmp(cfg->procs[i].comm, comm) == 0) {
-			error_at(ps, ps->lineno, "duplicate section [process %s] (first at line %d)",
-				 comm, cfg->procs[i].line);
+			error_at(ps, ps->lineno,
+				 "duplicate section [process %s] (first at line %d)", comm,
+				 cfg->procs[i].line);
 			return;
 		}
 	}
@@ -380,9 +394,10 @@ static void begin_section(struct parse_state *ps, char *name)
 	} else if (strcmp(name, "process") == 0 && *arg) {
 		begin_process(ps, arg);
 	} else {
-		error_at(ps, ps->lineno,
-			 "unknown section [%s%s%s] (expected [global], [class NAME], [dir PATH] or [process NAME])",
-			 name, *arg ? " " : "", arg);
+		error_at(
+			ps, ps->lineno,
+			"unknown section [%s%s%s] (expected [global], [class NAME], [dir PATH] or [process NAME])",
+			name, *arg ? " " : "", arg);
 	}
 }
 
@@ -451,8 +466,7 @@ static char *read_line(char *str, int num, void *stream)
 		goto skip;
 	}
 	if (content_length(line, n) > MAX_LINE || n >= num - 1) {
-		error_at(ps, ps->lineno, "line longer than %d characters",
-			 MAX_LINE);
+		error_at(ps, ps->lineno, "line longer than %d characters", MAX_LINE);
 		goto skip;
 	}
 	memcpy(str, line, (size_t)n + 1);
@@ -469,13 +483,13 @@ skip:
 	return str;
 }
 
-static bool set_policy(struct parse_state *ps, const char *value,
-		       enum dcfs_policy *slot)
+static bool set_policy(struct parse_state *ps, const char *value, enum dcfs_policy *slot)
 {
 	if (policy_parse(value, slot) < 0) {
-		error_at(ps, ps->lineno,
-			 "bad policy '%s' (expected cache, dontcache, dontcache-read, dontcache-write or auto)",
-			 value);
+		error_at(
+			ps, ps->lineno,
+			"bad policy '%s' (expected cache, dontcache, dontcache-read, dontcache-write or auto)",
+			value);
 		return false;
 	}
 	return true;
@@ -506,8 +520,8 @@ static int duration_parse(const char *s, uint64_t *out)
 }
 
 /* A size (dcfs.conf(5) SIZES) or a duration into *slot; else reported. */
-static bool parse_number(struct parse_state *ps, const char *key,
-			 const char *value, bool duration, uint64_t *slot)
+static bool parse_number(struct parse_state *ps, const char *key, const char *value, bool duration,
+			 uint64_t *slot)
 {
 	int err = duration ? duration_parse(value, slot) : config_size_parse(value, slot);
 	const char *what = duration ? "duration" : "size";
@@ -515,14 +529,12 @@ static bool parse_number(struct parse_state *ps, const char *key,
 	if (err == -ERANGE)
 		error_at(ps, ps->lineno, "%s: %s '%s' is too large", key, what, value);
 	else if (err)
-		error_at(ps, ps->lineno,
-			 "%s: bad %s '%s' (a number with an optional %s suffix)",
+		error_at(ps, ps->lineno, "%s: bad %s '%s' (a number with an optional %s suffix)",
 			 key, what, value, duration ? "ms, s, m or h" : "K, M, G or T");
 	return err == 0;
 }
 
-static bool set_bool(struct parse_state *ps, const char *key,
-		     const char *value, bool *slot)
+static bool set_bool(struct parse_state *ps, const char *key, const char *value, bool *slot)
 {
 	if (!strcasecmp(value, "yes") || !strcmp(value, "1") || !strcasecmp(value, "on"))
 		*slot = true;
@@ -538,8 +550,8 @@ static bool set_bool(struct parse_state *ps, const char *key,
 static bool set_log_level(struct parse_state *ps, const char *value, int *slot)
 {
 	static const char *const names[] = { "error", "warning", "info", "debug" };
-	static const int levels[] = { FUSE_LOG_ERR, FUSE_LOG_WARNING,
-				      FUSE_LOG_INFO, FUSE_LOG_DEBUG };
+	static const int levels[] = { FUSE_LOG_ERR, FUSE_LOG_WARNING, FUSE_LOG_INFO,
+				      FUSE_LOG_DEBUG };
 
 	for (size_t i = 0; i < 4; i++) {
 		if (strcasecmp(value, names[i]) == 0) {
@@ -547,18 +559,16 @@ static bool set_log_level(struct parse_state *ps, const char *value, int *slot)
 			return true;
 		}
 	}
-	error_at(ps, ps->lineno,
-		 "bad log_level '%s' (expected error, warning, info or debug)", value);
+	error_at(ps, ps->lineno, "bad log_level '%s' (expected error, warning, info or debug)",
+		 value);
 	return false;
 }
 
-static void add_extensions(struct parse_state *ps, char ***exts, size_t *n_exts,
-			   const char *value)
+static void add_extensions(struct parse_state *ps, char ***exts, size_t *n_exts, const char *value)
 {
 	char *copy = strdup(value), *save = NULL, *tok;
 
-	for (tok = strtok_r(copy, " \t,", &save); tok;
-	     tok = strtok_r(NULL, " \t,", &save)) {
+	for (tok = strtok_r(copy, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
 		char **slot;
 
 		if (*tok == '.')
@@ -588,8 +598,8 @@ static bool in_range(struct parse_state *ps, const struct cfg_key *k, uint64_t v
 	return false;
 }
 
-static bool set_number(struct parse_state *ps, const struct cfg_key *k,
-		       const char *key, const char *value, void *field)
+static bool set_number(struct parse_state *ps, const struct cfg_key *k, const char *key,
+		       const char *value, void *field)
 {
 	uint64_t v = 0;
 
@@ -608,19 +618,17 @@ static bool set_number(struct parse_state *ps, const struct cfg_key *k,
  * Sets key k (spelt key in the file) of obj, the struct of its section,
  * from value: true, or false with the problem reported.
  */
-static bool set_value(struct parse_state *ps, const struct cfg_key *k, void *obj,
-		      const char *key, const char *value)
+static bool set_value(struct parse_state *ps, const struct cfg_key *k, void *obj, const char *key,
+		      const char *value)
 {
 	void *field = (char *)obj + k->off;
 	bool on = false;
 
 	switch (k->type) {
-	case CFG_POLICY:
-		return set_policy(ps, value, field);
+	case CFG_POLICY: return set_policy(ps, value, field);
 	case CFG_SIZE:
 	case CFG_SSIZE:
-	case CFG_DURATION:
-		return set_number(ps, k, key, value, field);
+	case CFG_DURATION: return set_number(ps, k, key, value, field);
 	case CFG_BOOL:
 		if (!set_bool(ps, key, value, &on))
 			return false;
@@ -631,8 +639,7 @@ static bool set_value(struct parse_state *ps, const struct cfg_key *k, void *obj
 			return false;
 		*(int *)field = on;
 		return true;
-	case CFG_LOG_LEVEL:
-		return set_log_level(ps, value, field);
+	case CFG_LOG_LEVEL: return set_log_level(ps, value, field);
 	case CFG_EXTENSIONS:
 		add_extensions(ps, field, (size_t *)((char *)field + sizeof(char **)), value);
 		return true;
@@ -640,8 +647,8 @@ static bool set_value(struct parse_state *ps, const struct cfg_key *k, void *obj
 	return false;
 }
 
-static void set_key(struct parse_state *ps, const struct cfg_key *k, void *obj,
-		    const char *key, const char *value)
+static void set_key(struct parse_state *ps, const struct cfg_key *k, void *obj, const char *key,
+		    const char *value)
 {
 	if (set_value(ps, k, obj, key, value) && k->line_off)
 		*(int *)((char *)obj + k->line_off) = ps->lineno;
@@ -683,23 +690,18 @@ static bool key_unset(const struct cfg_key *k, const void *obj)
 	const char *field = (const char *)obj + k->off;
 
 	switch (k->type) {
-	case CFG_POLICY:
-		return *(const enum dcfs_policy *)field == POLICY_UNSET;
-	case CFG_EXTENSIONS:
-		return *(const size_t *)(field + sizeof(char **)) == 0;
-	case CFG_SSIZE:
-		return *(const int64_t *)field < 0;
+	case CFG_POLICY: return *(const enum dcfs_policy *)field == POLICY_UNSET;
+	case CFG_EXTENSIONS: return *(const size_t *)(field + sizeof(char **)) == 0;
+	case CFG_SSIZE: return *(const int64_t *)field < 0;
 	case CFG_TRISTATE:
-	case CFG_LOG_LEVEL:
-		return *(const int *)field < 0;
-	default:
-		return false;
+	case CFG_LOG_LEVEL: return *(const int *)field < 0;
+	default: return false;
 	}
 }
 
 /* "[class NAME] has no extensions", reported at the section's header. */
-static void check_required(struct parse_state *ps, enum cfg_section_id sec,
-			   const void *obj, const char *arg, int line)
+static void check_required(struct parse_state *ps, enum cfg_section_id sec, const void *obj,
+			   const char *arg, int line)
 {
 	const struct cfg_section *s = &cfg_sections[sec];
 
@@ -714,18 +716,10 @@ static void *section_object(struct parse_state *ps, const char **arg)
 	struct dcfs_config *cfg = ps->cfg;
 
 	switch (ps->sec) {
-	case SEC_CLASS:
-		*arg = cfg->classes[ps->idx].name;
-		return &cfg->classes[ps->idx];
-	case SEC_DIR:
-		*arg = cfg->dirs[ps->idx].path;
-		return &cfg->dirs[ps->idx];
-	case SEC_PROCESS:
-		*arg = cfg->procs[ps->idx].comm;
-		return &cfg->procs[ps->idx];
-	default:
-		*arg = NULL;
-		return cfg;
+	case SEC_CLASS: *arg = cfg->classes[ps->idx].name; return &cfg->classes[ps->idx];
+	case SEC_DIR: *arg = cfg->dirs[ps->idx].path; return &cfg->dirs[ps->idx];
+	case SEC_PROCESS: *arg = cfg->procs[ps->idx].comm; return &cfg->procs[ps->idx];
+	default: *arg = NULL; return cfg;
 	}
 }
 
@@ -742,16 +736,13 @@ static void add_class_map(struct parse_state *ps, const char *key, const char *v
 	pm->line = ps->lineno;
 }
 
-static void unknown_key(struct parse_state *ps, const char *key, const char *value,
-			const char *arg)
+static void unknown_key(struct parse_state *ps, const char *key, const char *value, const char *arg)
 {
 	enum cfg_section_id sec = (enum cfg_section_id)ps->sec;
 	char names[256];
 
 	switch (cfg_sections[sec].unknown) {
-	case CFG_UNKNOWN_CLASS_MAP:
-		add_class_map(ps, key, value);
-		break;
+	case CFG_UNKNOWN_CLASS_MAP: add_class_map(ps, key, value); break;
 	case CFG_UNKNOWN_EXPECTED:
 		cfg_key_names(sec, NULL, names, sizeof(names));
 		error_at(ps, ps->lineno, "unknown key '%s' in [%s %s] (expected %s)", key,
@@ -763,8 +754,7 @@ static void unknown_key(struct parse_state *ps, const char *key, const char *val
 	}
 }
 
-static int on_key(void *user, const char *section, const char *key,
-		  const char *value)
+static int on_key(void *user, const char *section, const char *key, const char *value)
 {
 	struct parse_state *ps = user;
 	const struct cfg_key *k;
@@ -844,9 +834,10 @@ static void check_classes(struct parse_state *ps)
 				for (size_t f = 0; f < lim; f++) {
 					if (strcmp(o->exts[f], c->exts[e]))
 						continue;
-					error_at(ps, c->line,
-						 "extension '%s' of [class %s] is already in [class %s] (line %d)",
-						 c->exts[e], c->name, o->name, o->line);
+					error_at(
+						ps, c->line,
+						"extension '%s' of [class %s] is already in [class %s] (line %d)",
+						c->exts[e], c->name, o->name, o->line);
 				}
 			}
 		}
@@ -952,8 +943,7 @@ ssize_t config_read_fd(int fd, char **out)
  * file that would install a truncated rule set.  Returns the length, or
  * -errno with the message recorded.
  */
-static ssize_t read_bounded(struct parse_state *ps, const char *path,
-			    char **out)
+static ssize_t read_bounded(struct parse_state *ps, const char *path, char **out)
 {
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
 	ssize_t n;
@@ -974,8 +964,8 @@ static ssize_t read_bounded(struct parse_state *ps, const char *path,
 	}
 	if (!S_ISREG(st.st_mode)) {
 		err = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-		error_at(ps, 0, "%s", S_ISDIR(st.st_mode) ?
-			 "is a directory" : "not a regular file");
+		error_at(ps, 0, "%s",
+			 S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
 		close(fd);
 		return -err;
 	}
@@ -1006,8 +996,8 @@ ssize_t config_read(const char *path, char **out, struct cfg_errors *errs)
 	return len;
 }
 
-int config_load_bytes(const char *path, char *buf, size_t len,
-		      struct dcfs_config **out, struct cfg_errors *errs)
+int config_load_bytes(const char *path, char *buf, size_t len, struct dcfs_config **out,
+		      struct cfg_errors *errs)
 {
 	FILE *fp;
 	int ret;
@@ -1028,8 +1018,7 @@ int config_load_bytes(const char *path, char *buf, size_t len,
 	return ret;
 }
 
-int config_load(const char *path, struct dcfs_config **out,
-		struct cfg_errors *errs)
+int config_load(const char *path, struct dcfs_config **out, struct cfg_errors *errs)
 {
 	char *buf = NULL;
 	ssize_t len = config_read(path, &buf, errs);
@@ -1088,12 +1077,12 @@ void config_summary(const struct dcfs_config *cfg, char *buf, size_t size)
 
 	for (size_t i = 0; i < cfg->n_classes; i++)
 		exts += cfg->classes[i].n_exts;
-	snprintf(buf, size,
-		 "%s: OK: default %s, min_size %lld, auto_threshold %llu, %zu classes (%zu extensions), %zu dir rules, %zu process rules",
-		 cfg->path ? cfg->path : "(built-in)",
-		 policy_name(cfg->default_policy), (long long)cfg->min_size,
-		 (unsigned long long)cfg->auto_threshold, cfg->n_classes, exts,
-		 cfg->n_dirs, cfg->n_procs);
+	snprintf(
+		buf, size,
+		"%s: OK: default %s, min_size %lld, auto_threshold %llu, %zu classes (%zu extensions), %zu dir rules, %zu process rules",
+		cfg->path ? cfg->path : "(built-in)", policy_name(cfg->default_policy),
+		(long long)cfg->min_size, (unsigned long long)cfg->auto_threshold, cfg->n_classes,
+		exts, cfg->n_dirs, cfg->n_procs);
 }
 
 /*

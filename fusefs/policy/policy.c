@@ -61,8 +61,8 @@ static const char *extension_of(const char *path)
 	return dot + 1;
 }
 
-static const struct cfg_class *class_of(const struct dcfs_config *cfg,
-					const char *path, size_t *idx)
+static const struct cfg_class *class_of(const struct dcfs_config *cfg, const char *path,
+					size_t *idx)
 {
 	const char *ext = extension_of(path);
 
@@ -85,8 +85,7 @@ static bool dir_contains(const struct cfg_dir *d, const char *path)
 {
 	if (d->len == 1)
 		return true; /* [dir /] */
-	return strncmp(path, d->path, d->len) == 0 &&
-	       (path[d->len] == '/' || path[d->len] == '\0');
+	return strncmp(path, d->path, d->len) == 0 && (path[d->len] == '/' || path[d->len] == '\0');
 }
 
 /* The matching [dir] sections, longest first. */
@@ -108,8 +107,7 @@ static size_t matching_dirs(const struct dcfs_config *cfg, const char *path,
 	return n;
 }
 
-static const struct cfg_process *process_rule(const struct dcfs_config *cfg,
-					      const char *comm)
+static const struct cfg_process *process_rule(const struct dcfs_config *cfg, const char *comm)
 {
 	if (!comm)
 		return NULL;
@@ -119,36 +117,35 @@ static const struct cfg_process *process_rule(const struct dcfs_config *cfg,
 	return NULL;
 }
 
-static void set(struct dcfs_decision *d, enum dcfs_policy p, const char *fmt,
-		const char *arg, int line)
+static void set(struct dcfs_decision *d, enum dcfs_policy p, const char *fmt, const char *arg,
+		int line)
 {
 	d->policy = p;
 	snprintf(d->reason, sizeof(d->reason), fmt, arg, line);
 }
 
-static bool decide_by_dirs(const struct cfg_dir **dirs, size_t n,
-			   const struct cfg_class *c, size_t ci,
-			   struct dcfs_decision *d)
+static bool decide_by_dirs(const struct cfg_dir **dirs, size_t n, const struct cfg_class *c,
+			   size_t ci, struct dcfs_decision *d)
 {
 	for (size_t i = 0; i < n; i++) {
 		for (size_t m = 0; c && m < dirs[i]->n_maps; m++) {
 			if (dirs[i]->maps[m].class_idx != ci)
 				continue;
-			set(d, dirs[i]->maps[m].policy, "rule [dir %s] line %d",
-			    dirs[i]->path, dirs[i]->maps[m].line);
+			set(d, dirs[i]->maps[m].policy, "rule [dir %s] line %d", dirs[i]->path,
+			    dirs[i]->maps[m].line);
 			return true;
 		}
 		if (dirs[i]->policy != POLICY_UNSET) {
-			set(d, dirs[i]->policy, "rule [dir %s] line %d",
-			    dirs[i]->path, dirs[i]->policy_line);
+			set(d, dirs[i]->policy, "rule [dir %s] line %d", dirs[i]->path,
+			    dirs[i]->policy_line);
 			return true;
 		}
 	}
 	return false;
 }
 
-static int64_t effective_min_size(const struct dcfs_config *cfg,
-				  const struct cfg_dir **dirs, size_t n)
+static int64_t effective_min_size(const struct dcfs_config *cfg, const struct cfg_dir **dirs,
+				  size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (dirs[i]->min_size >= 0)
@@ -166,17 +163,15 @@ static void apply_min_size(struct dcfs_decision *d, bool writable)
 	size_t len = strlen(d->reason);
 
 	snprintf(d->reason + len, sizeof(d->reason) - len, "; %s min_size %lld",
-		 writable ? "cache until" : "smaller than",
-		 (long long)d->min_size);
+		 writable ? "cache until" : "smaller than", (long long)d->min_size);
 	if (writable)
 		d->deferred = true;
 	else
 		d->policy = POLICY_CACHE;
 }
 
-void policy_decide(const struct dcfs_config *cfg, const char *path,
-		   const char *comm, int64_t size, bool writable,
-		   struct dcfs_decision *d)
+void policy_decide(const struct dcfs_config *cfg, const char *path, const char *comm, int64_t size,
+		   bool writable, struct dcfs_decision *d)
 {
 	const struct cfg_dir *stack_dirs[16], **dirs = stack_dirs;
 	const struct cfg_process *pr;
@@ -194,13 +189,11 @@ void policy_decide(const struct dcfs_config *cfg, const char *path,
 	pr = process_rule(cfg, comm);
 	d->fuse_readahead = pr ? pr->fuse_readahead : -1;
 	if (pr)
-		set(d, pr->policy, "rule [process %s] line %d", pr->comm,
-		    pr->line);
+		set(d, pr->policy, "rule [process %s] line %d", pr->comm, pr->line);
 	else if (decide_by_dirs(dirs, n, c, ci, d))
 		;
 	else if (c && c->policy != POLICY_UNSET)
-		set(d, c->policy, "rule [class %s] line %d", c->name,
-		    c->policy_line);
+		set(d, c->policy, "rule [class %s] line %d", c->name, c->policy_line);
 	else
 		set(d, cfg->default_policy, "%s", "rule [global] default", 0);
 
@@ -213,8 +206,6 @@ void policy_decide(const struct dcfs_config *cfg, const char *path,
 /* "dontcache (class video, rule [dir /Movies] line 12)" */
 void policy_describe(const struct dcfs_decision *d, char *buf, size_t size)
 {
-	snprintf(buf, size, "%s (%s%s%s%s)", policy_name(d->policy),
-		 d->class_name ? "class " : "",
-		 d->class_name ? d->class_name : "",
-		 d->class_name ? ", " : "", d->reason);
+	snprintf(buf, size, "%s (%s%s%s%s)", policy_name(d->policy), d->class_name ? "class " : "",
+		 d->class_name ? d->class_name : "", d->class_name ? ", " : "", d->reason);
 }

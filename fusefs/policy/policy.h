@@ -23,18 +23,24 @@ enum cfg_type {
 
 struct cfg_key {
 	const char *name;
-	const char *alias;  /* another name for the key, or NULL */
+	const char *alias; /* another name for the key, or NULL */
 	enum cfg_type type;
-	uint64_t min, max;  /* sizes, durations: the range; max 0: unbounded */
-	const char *zero;   /* 0 is accepted outside it too: what 0 means */
-	const char *def;    /* the default as written in a file; NULL: none */
-	size_t off;	    /* the field in the section's struct */
-	size_t line_off;    /* its int line-number field, or 0: none */
-	const char *doc;    /* one line for --list-config-keys */
-	bool required;	    /* each such section must set it */
+	uint64_t min, max; /* sizes, durations: the range; max 0: unbounded */
+	const char *zero;  /* 0 is accepted outside it too: what 0 means */
+	const char *def;   /* the default as written in a file; NULL: none */
+	size_t off;	   /* the field in the section's struct */
+	size_t line_off;   /* its int line-number field, or 0: none */
+	const char *doc;   /* one line for --list-config-keys */
+	bool required;	   /* each such section must set it */
 };
 
-enum cfg_section_id { CFG_SEC_GLOBAL, CFG_SEC_CLASS, CFG_SEC_DIR, CFG_SEC_PROCESS, CFG_SEC__COUNT };
+enum cfg_section_id {
+	CFG_SEC_GLOBAL,
+	CFG_SEC_CLASS,
+	CFG_SEC_DIR,
+	CFG_SEC_PROCESS,
+	CFG_SEC__COUNT
+};
 
 /* How an unknown key of a section is reported. */
 enum cfg_unknown {

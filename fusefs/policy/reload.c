@@ -43,7 +43,7 @@ static struct {
 	pthread_t reload_thread;
 	pthread_mutex_t reload_lock;
 	pthread_cond_t reload_cond;
-	bool stopping;		   /* reload_stop() was called */
+	bool stopping;		    /* reload_stop() was called */
 	struct reload_job *running; /* a loader that has not finished */
 	/*
 	 * The last failed reload, shown where an admin looks without syslog:
@@ -169,8 +169,7 @@ static int reader_status(pid_t pid)
 }
 
 /* config_load(), with the file read by a child process. */
-static int load_isolated(const char *path, struct dcfs_config **cfg,
-			 struct cfg_errors *errs)
+static int load_isolated(const char *path, struct dcfs_config **cfg, struct cfg_errors *errs)
 {
 	char *buf = NULL, msg[PATH_MAX + 96];
 	ssize_t len;
@@ -200,8 +199,8 @@ static int load_isolated(const char *path, struct dcfs_config **cfg,
 	if (len < 0)
 		snprintf(msg, sizeof(msg), "%s: cannot read: %s", path, strerror((int)-len));
 	else
-		snprintf(msg, sizeof(msg), "%s: cannot read: the reader process ended with status %d",
-			 path, st);
+		snprintf(msg, sizeof(msg),
+			 "%s: cannot read: the reader process ended with status %d", path, st);
 	config_error_add(errs, msg);
 	return -EIO;
 }
@@ -224,8 +223,7 @@ static void *loader_main(void *arg)
 	pthread_cond_broadcast(&rl.reload_cond);
 	pthread_mutex_unlock(&rl.reload_lock);
 	if (abandoned) {
-		log_warn("the abandoned reload of %s finished late: result discarded\n",
-			 job->path);
+		log_warn("the abandoned reload of %s finished late: result discarded\n", job->path);
 		job_free(job);
 	}
 	return NULL;
@@ -259,8 +257,7 @@ static struct reload_job *job_start(void)
 	err = pthread_create(&tid, &attr, loader_main, job);
 	pthread_attr_destroy(&attr);
 	if (err) {
-		log_err("reload of %s failed: %s\n", dcfs.opt.config,
-			strerror(err));
+		log_err("reload of %s failed: %s\n", dcfs.opt.config, strerror(err));
 		note_failure(strerror(err));
 		free(job->path);
 		free(job);
@@ -278,8 +275,8 @@ static bool job_wait(struct reload_job *job)
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += RELOAD_TIMEOUT_S;
 	while (!job->done && !rl.stopping)
-		if (pthread_cond_timedwait(&rl.reload_cond, &rl.reload_lock,
-					   &deadline) == ETIMEDOUT)
+		if (pthread_cond_timedwait(&rl.reload_cond, &rl.reload_lock, &deadline) ==
+		    ETIMEDOUT)
 			break;
 	if (job->done)
 		return true;
@@ -313,8 +310,7 @@ static void reload(void)
 	if (job->ret < 0) {
 		for (size_t i = 0; i < job->errs.n; i++)
 			log_err("%s\n", job->errs.msgs[i]);
-		log_err("reload of %s failed: keeping the previous rules\n",
-			dcfs.opt.config);
+		log_err("reload of %s failed: keeping the previous rules\n", dcfs.opt.config);
 		note_failure(job->errs.n ? job->errs.msgs[0] : "invalid config");
 		job_free(job);
 		return;

@@ -47,10 +47,8 @@
 
 #include "transport/transport.h"
 
-_Static_assert(offsetof(struct fuse_init_out, max_pages) == 28,
-	       "fuse_init_out.max_pages");
-_Static_assert(offsetof(struct fuse_init_out, flags) == 12,
-	       "fuse_init_out.flags");
+_Static_assert(offsetof(struct fuse_init_out, max_pages) == 28, "fuse_init_out.max_pages");
+_Static_assert(offsetof(struct fuse_init_out, flags) == 12, "fuse_init_out.flags");
 
 #define MAX_PAGES_LIMIT "/proc/sys/fs/fuse/max_pages_limit"
 
@@ -101,8 +99,7 @@ static int raise_setting(const char *path, unsigned long want)
 
 static void read_ahead_path(dev_t dev, char *buf, size_t size)
 {
-	snprintf(buf, size, "/sys/class/bdi/%u:%u/read_ahead_kb", major(dev),
-		 minor(dev));
+	snprintf(buf, size, "/sys/class/bdi/%u:%u/read_ahead_kb", major(dev), minor(dev));
 }
 
 /*
@@ -158,8 +155,7 @@ void conn_limits_after_init(void)
 	read_ahead_path(dev, path, sizeof(path));
 	rc = raise_setting(path, MOUNT_READ_AHEAD_KB);
 	if (rc < 0)
-		log_debug("%s: %s (read-ahead of the mount stays)\n", path,
-			  strerror(-rc));
+		log_debug("%s: %s (read-ahead of the mount stays)\n", path, strerror(-rc));
 	else if (rc)
 		log_debug("%s: raised to %d\n", path, MOUNT_READ_AHEAD_KB);
 }

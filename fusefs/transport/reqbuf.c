@@ -141,8 +141,8 @@ static struct reqbuf *block_get(void)
 	}
 	pthread_mutex_unlock(&pool.lock);
 	if (!rb) {
-		p = mmap(NULL, BLOCK_SIZE, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		p = mmap(NULL, BLOCK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+			 0);
 		if (p == MAP_FAILED)
 			return NULL;
 		rb = p;
@@ -197,8 +197,7 @@ int reqbuf_locate(struct fuse_bufvec *in)
 
 	if (!self.note.hdr)
 		return 0;
-	if (in->count != 1 || (b->flags & FUSE_BUF_IS_FD) ||
-	    !noted(b->mem, b->size)) {
+	if (in->count != 1 || (b->flags & FUSE_BUF_IS_FD) || !noted(b->mem, b->size)) {
 		/*
 		 * The data of this thread's request is in the block, and this
 		 * is not where libfuse says it is: never serve stale bytes.

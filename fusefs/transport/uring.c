@@ -159,16 +159,16 @@ struct ur_worker {
 };
 
 static struct {
-	_Atomic bool on;	  /* registered and serving */
-	bool wanted;		  /* -o uring */
-	bool param_set;		  /* this daemon set enable_uring to Y */
-	bool accepted;		  /* the INIT reply carried the bit */
-	char reason[128];	  /* why it is off */
+	_Atomic bool on;  /* registered and serving */
+	bool wanted;	  /* -o uring */
+	bool param_set;	  /* this daemon set enable_uring to Y */
+	bool accepted;	  /* the INIT reply carried the bit */
+	char reason[128]; /* why it is off */
 	int dev_fd;
 	int wake_fd;
 	unsigned int ncpus;
-	unsigned int nworkers;	  /* started at INIT */
-	unsigned int nextra;	  /* added for lock waits, after them */
+	unsigned int nworkers;	   /* started at INIT */
+	unsigned int nextra;	   /* added for lock waits, after them */
 	struct ur_worker *workers; /* room for nworkers + UR_EXTRA_MAX */
 	struct fuse_session *se;
 	_Atomic uint64_t requests, splices, in_place, staged_direct, no_reply;
@@ -205,11 +205,9 @@ void uring_prepare(bool wanted)
 	if (fd < 0) {
 		char detail[96];
 
-		snprintf(detail, sizeof(detail), "%s: %s", ENABLE_URING,
-			 strerror(errno));
-		set_reason(errno == ENOENT ?
-				   "the kernel has no FUSE over io_uring (%s)" :
-				   "cannot open %s",
+		snprintf(detail, sizeof(detail), "%s: %s", ENABLE_URING, strerror(errno));
+		set_reason(errno == ENOENT ? "the kernel has no FUSE over io_uring (%s)"
+					   : "cannot open %s",
 			   detail);
 		return;
 	}
@@ -218,8 +216,7 @@ void uring_prepare(bool wanted)
 		if (pwrite(fd, "Y\n", 2, 0) == 2)
 			ur.param_set = true;
 		else
-			set_reason("%s is N and the daemon may not change it",
-				   ENABLE_URING);
+			set_reason("%s is N and the daemon may not change it", ENABLE_URING);
 	}
 	close(fd);
 }
@@ -244,11 +241,9 @@ static unsigned int possible_cpus(void)
 	if (n <= 0)
 		return 0;
 	buf[n] = '\0';
-	if (sscanf(buf, "%u-%u", &lo, &hi) == 2 && lo == 0 && hi < UR_MAX_CPUS &&
-	    !strchr(buf, ','))
+	if (sscanf(buf, "%u-%u", &lo, &hi) == 2 && lo == 0 && hi < UR_MAX_CPUS && !strchr(buf, ','))
 		return hi + 1;
-	if (sscanf(buf, "%u", &lo) == 1 && lo == 0 && !strchr(buf, ',') &&
-	    !strchr(buf, '-'))
+	if (sscanf(buf, "%u", &lo) == 1 && lo == 0 && !strchr(buf, ',') && !strchr(buf, '-'))
 		return 1;
 	return 0;
 }
@@ -277,8 +272,8 @@ static int worker_alloc(struct ur_worker *w, size_t payload)
 		return -ENOMEM;
 	w->hdr = memset(p, 0, sizeof(*w->hdr));
 	/* mmap: page-aligned payload, pages only touched when used. */
-	p = mmap(NULL, UR_HEADROOM + payload, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	p = mmap(NULL, UR_HEADROOM + payload, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		 -1, 0);
 	if (p == MAP_FAILED)
 		return -errno;
 	w->block = p;
@@ -366,12 +361,10 @@ uint32_t uring_accept(int dev_fd, uint32_t offer, size_t max_payload)
 	if (!ur.wanted)
 		return 0;
 	if (ur.param_set)
-		log_info("set %s to Y (host-wide) for FUSE over io_uring\n",
-			 ENABLE_URING);
+		log_info("set %s to Y (host-wide) for FUSE over io_uring\n", ENABLE_URING);
 	bit = decide(dev_fd, offer, max_payload);
 	if (!bit)
-		log_warn("uring: off (%s); requests go through /dev/fuse\n",
-			 ur.reason);
+		log_warn("uring: off (%s); requests go through /dev/fuse\n", ur.reason);
 	return bit;
 }
 
@@ -442,7 +435,9 @@ static char *request_buffer(struct ur_worker *w, size_t *len)
 static void reply_error(struct ur_worker *w, int err)
 {
 	struct fuse_out_header out = {
-		.len = sizeof(out), .error = -err, .unique = w->unique,
+		.len = sizeof(out),
+		.error = -err,
+		.unique = w->unique,
 	};
 
 	memcpy(w->hdr->in_out, &out, sizeof(out));
@@ -495,8 +490,7 @@ static void serve_one(struct ur_worker *w)
 
 static bool mine(const struct fuse_out_header *out)
 {
-	return self && self->busy && !self->replied && out->unique &&
-	       out->unique == self->unique;
+	return self && self->busy && !self->replied && out->unique && out->unique == self->unique;
 }
 
 /* Where a reply's payload of len bytes goes; NULL if it cannot fit. */
@@ -505,10 +499,10 @@ static char *reply_dest(struct ur_worker *w, size_t len)
 	if (len > w->payload_size)
 		return NULL;
 	w->staged = w->in_payload && len <= UR_STAGE;
-	if (w->in_payload && !w->staged &&
-	    atomic_fetch_add(&ur.staged_direct, 1) == 0)
-		log_warn("uring: a %zu-byte reply to a request with a payload is written over it (logged once)\n",
-			 len);
+	if (w->in_payload && !w->staged && atomic_fetch_add(&ur.staged_direct, 1) == 0)
+		log_warn(
+			"uring: a %zu-byte reply to a request with a payload is written over it (logged once)\n",
+			len);
 	return w->staged ? w->stage : w->payload;
 }
 
@@ -553,8 +547,8 @@ static bool queue_grow(unsigned int q)
 	ur.nextra++;
 	ur.threads[q]++;
 	if (ur.nextra == 1)
-		log_info("uring: queue %u: a thread added for a lock wait (at most %d in all)\n",
-			 q, UR_EXTRA_MAX);
+		log_info("uring: queue %u: a thread added for a lock wait (at most %d in all)\n", q,
+			 UR_EXTRA_MAX);
 	return true;
 }
 
@@ -661,8 +655,7 @@ static int read_full(int fd, void *buf, size_t len)
 }
 
 /* A spliced reply that is not this entry's: to /dev/fuse, by copy. */
-static ssize_t splice_to_dev(int fdin, const struct fuse_out_header *out,
-			     size_t rest)
+static ssize_t splice_to_dev(int fdin, const struct fuse_out_header *out, size_t rest)
 {
 	struct iovec iov[2];
 	char *buf = malloc(rest ? rest : 1);
@@ -737,8 +730,7 @@ static void pin(struct ur_worker *w)
 	err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 	/* Unpinned it still serves its queue, only without the locality. */
 	if (err && w->idx == 0)
-		log_warn("uring: cannot pin a thread to CPU %u: %s\n", w->qid,
-			 strerror(err));
+		log_warn("uring: cannot pin a thread to CPU %u: %s\n", w->qid, strerror(err));
 }
 
 /* Waits for and handles one completion; returns 0, or -errno to stop. */
@@ -787,13 +779,13 @@ static void *worker_main(void *arg)
 		err = prep_cmd(w, UR_CMD_REGISTER, 0);
 	while (!err)
 		err = step(w, &eagain);
-	if (err != -ESHUTDOWN && err != -ENOTCONN && err != -ECANCELED &&
-	    err != -ENODEV && w->idx == 0)
-		log_warn("uring: queue %u: %s; its requests go through /dev/fuse if the ring is not ready\n",
-			 w->qid, strerror(-err));
+	if (err != -ESHUTDOWN && err != -ENOTCONN && err != -ECANCELED && err != -ENODEV &&
+	    w->idx == 0)
+		log_warn(
+			"uring: queue %u: %s; its requests go through /dev/fuse if the ring is not ready\n",
+			w->qid, strerror(-err));
 	if (atomic_load(&ur.on) && err != -ESHUTDOWN)
-		log_debug("uring: thread %u/%u ends (%s)\n", w->qid, w->idx,
-			  strerror(-err));
+		log_debug("uring: thread %u/%u ends (%s)\n", w->qid, w->idx, strerror(-err));
 	atomic_store(&w->done, true);
 	return NULL;
 }
@@ -815,8 +807,7 @@ void uring_start(struct fuse_session *se)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	for (unsigned int i = 0; i < ur.nworkers; i++) {
-		if (pthread_create(&ur.workers[i].tid, NULL, worker_main,
-				   &ur.workers[i]) == 0) {
+		if (pthread_create(&ur.workers[i].tid, NULL, worker_main, &ur.workers[i]) == 0) {
 			ur.workers[i].started = true;
 			queue_ok[ur.workers[i].qid] = true;
 			ur.threads[ur.workers[i].qid]++;
@@ -840,8 +831,8 @@ void uring_start(struct fuse_session *se)
 		return;
 	}
 	atomic_store(&ur.on, true);
-	log_info("uring: on, %u queues x %d threads, payload %zu bytes\n",
-		 ur.ncpus, UR_THREADS_PER_CPU, ur.workers[0].payload_size);
+	log_info("uring: on, %u queues x %d threads, payload %zu bytes\n", ur.ncpus,
+		 UR_THREADS_PER_CPU, ur.workers[0].payload_size);
 }
 
 void uring_stop(void)

@@ -61,9 +61,12 @@ static unsigned long long parse_size(const char *s)
 	unsigned long long v = strtoull(s, &end, 10);
 
 	switch (*end) {
-	case 'k': case 'K': return v << 10;
-	case 'm': case 'M': return v << 20;
-	case 'g': case 'G': return v << 30;
+	case 'k':
+	case 'K': return v << 10;
+	case 'm':
+	case 'M': return v << 20;
+	case 'g':
+	case 'G': return v << 30;
 	default: return v;
 	}
 }
@@ -93,12 +96,10 @@ static double cpu_seconds(void)
  */
 static void print_result(unsigned long long done, double t)
 {
-	printf("%llu %.3f %.1f %.3f\n", done, t, (double)done / t / 1048576.0,
-	       cpu_seconds());
+	printf("%llu %.3f %.1f %.3f\n", done, t, (double)done / t / 1048576.0, cpu_seconds());
 }
 
-static int do_write(const char *path, unsigned long long size, size_t bs,
-		    int flags, int do_fsync)
+static int do_write(const char *path, unsigned long long size, size_t bs, int flags, int do_fsync)
 {
 	char *buf = aligned_alloc(4096, bs);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -222,8 +223,7 @@ static int do_resident(const char *path)
 	}
 	if (exact)
 		printf("%llu %llu %llu\n", (unsigned long long)cs.nr_cache,
-		       (unsigned long long)cs.nr_dirty,
-		       (unsigned long long)cs.nr_writeback);
+		       (unsigned long long)cs.nr_dirty, (unsigned long long)cs.nr_writeback);
 	else
 		printf("%lld - -\n", n);
 	return 0;
@@ -308,8 +308,7 @@ static int do_survival(const char *path, const char *before)
 		had++;
 		still += vec[i] & 1;
 	}
-	printf("%zu %zu %.4f\n", had, still,
-	       had ? (double)still / (double)had : 0.0);
+	printf("%zu %zu %.4f\n", had, still, had ? (double)still / (double)had : 0.0);
 	free(old);
 	free(vec);
 	return 0;
@@ -523,8 +522,7 @@ static int do_tree(const char *dir, long n, size_t size)
 				return 1;
 			}
 		}
-		snprintf(name, sizeof(name), "%s/d%04ld/f%04ld", dir, i / 1000,
-			 i % 1000);
+		snprintf(name, sizeof(name), "%s/d%04ld/f%04ld", dir, i / 1000, i % 1000);
 		fd = open(name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		if (fd < 0 || (size && write(fd, buf, size) != (ssize_t)size)) {
 			perror(name);
@@ -554,8 +552,7 @@ static int do_statloop(const char *file, long n)
 int main(int argc, char **argv)
 {
 	if (argc >= 5 && strcmp(argv[1], "write") == 0)
-		return do_write(argv[2], parse_size(argv[3]),
-				(size_t)parse_size(argv[4]),
+		return do_write(argv[2], parse_size(argv[3]), (size_t)parse_size(argv[4]),
 				has(argc, argv, 5, "dontcache") ? DCFS_RWF_DONTCACHE : 0,
 				has(argc, argv, 5, "fsync"));
 	if (argc >= 4 && strcmp(argv[1], "read") == 0)
@@ -571,31 +568,27 @@ int main(int argc, char **argv)
 		return do_filepeak(argv[2], argc >= 4 ? atol(argv[3]) : 1000,
 				   argc >= 5 ? argv[4] : NULL);
 	if (argc <= 4 && argc >= 2 && strcmp(argv[1], "watch") == 0)
-		return do_watch(argc >= 3 ? atol(argv[2]) : 50,
-				argc == 4 ? argv[3] : NULL);
+		return do_watch(argc >= 3 ? atol(argv[2]) : 50, argc == 4 ? argv[3] : NULL);
 	if (argc >= 3 && argc <= 5 && strcmp(argv[1], "trail") == 0)
 		return do_trail(argv[2], argc >= 4 ? atol(argv[3]) : 100,
 				argc == 5 ? argv[4] : NULL);
 	if (argc >= 4 && argc <= 6 && strcmp(argv[1], "meta") == 0)
-		return do_meta(argv[2], atol(argv[3]),
-			       argc >= 5 ? (size_t)parse_size(argv[4]) : 0,
+		return do_meta(argv[2], atol(argv[3]), argc >= 5 ? (size_t)parse_size(argv[4]) : 0,
 			       argc == 6 ? argv[5][0] : 0);
 	if ((argc == 4 || argc == 5) && strcmp(argv[1], "tree") == 0)
-		return do_tree(argv[2], atol(argv[3]),
-			       argc == 5 ? (size_t)parse_size(argv[4]) : 0);
+		return do_tree(argv[2], atol(argv[3]), argc == 5 ? (size_t)parse_size(argv[4]) : 0);
 	if (argc == 4 && strcmp(argv[1], "statloop") == 0)
 		return do_statloop(argv[2], atol(argv[3]));
-	fprintf(stderr,
-		"usage: dcfs-io write FILE SIZE BS [dontcache] [fsync]\n"
-		"       dcfs-io read FILE BS [dontcache]\n"
-		"       dcfs-io resident FILE\n"
-		"       dcfs-io trail FILE [INTERVAL_MS [READY]]\n"
-		"       dcfs-io pages FILE OUT\n"
-		"       dcfs-io survival FILE BEFORE\n"
-		"       dcfs-io watch [INTERVAL_MS [READY]]\n"
-		"       dcfs-io filepeak FILE [INTERVAL_US [READY]]\n"
-		"       dcfs-io meta DIR N [SIZE [create|stat|unlink|probe]]\n"
-		"       dcfs-io tree DIR N [SIZE]\n"
-		"       dcfs-io statloop FILE N\n");
+	fprintf(stderr, "usage: dcfs-io write FILE SIZE BS [dontcache] [fsync]\n"
+			"       dcfs-io read FILE BS [dontcache]\n"
+			"       dcfs-io resident FILE\n"
+			"       dcfs-io trail FILE [INTERVAL_MS [READY]]\n"
+			"       dcfs-io pages FILE OUT\n"
+			"       dcfs-io survival FILE BEFORE\n"
+			"       dcfs-io watch [INTERVAL_MS [READY]]\n"
+			"       dcfs-io filepeak FILE [INTERVAL_US [READY]]\n"
+			"       dcfs-io meta DIR N [SIZE [create|stat|unlink|probe]]\n"
+			"       dcfs-io tree DIR N [SIZE]\n"
+			"       dcfs-io statloop FILE N\n");
 	return 2;
 }

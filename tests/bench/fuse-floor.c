@@ -141,8 +141,7 @@ static void ff_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	fuse_reply_entry(req, &e);
 }
 
-static void ff_getattr(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
+static void ff_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct node *n = node_of(ino);
 	struct stat st;
@@ -156,8 +155,8 @@ static void ff_getattr(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_attr(req, &st, TIMEOUT);
 }
 
-static void ff_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-		       int to_set, struct fuse_file_info *fi)
+static void ff_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
 {
 	struct node *n = node_of(ino);
 
@@ -166,8 +165,8 @@ static void ff_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	ff_getattr(req, ino, fi);
 }
 
-static void make(fuse_req_t req, fuse_ino_t parent, const char *name,
-		 mode_t mode, struct fuse_file_info *fi)
+static void make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		 struct fuse_file_info *fi)
 {
 	struct fuse_entry_param e;
 	struct node *n;
@@ -190,14 +189,13 @@ static void make(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 }
 
-static void ff_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-		     mode_t mode)
+static void ff_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	make(req, parent, name, S_IFDIR | (mode & 07777), NULL);
 }
 
-static void ff_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      mode_t mode, struct fuse_file_info *fi)
+static void ff_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
 {
 	make(req, parent, name, S_IFREG | (mode & 07777), fi);
 }
@@ -218,8 +216,8 @@ static void ff_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_open(req, fi);
 }
 
-static void ff_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
-		     size_t size, off_t off, struct fuse_file_info *fi)
+static void ff_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
 {
 	struct node *n = node_of(ino);
 
@@ -230,8 +228,7 @@ static void ff_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	fuse_reply_write(req, size);
 }
 
-static void ff_release(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
+static void ff_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
 	(void)fi;
@@ -267,8 +264,7 @@ int main(int argc, char *argv[])
 	int rc;
 
 	if (argc < 2 || argv[argc - 1][0] == '-') {
-		fprintf(stderr, "usage: %s [-f] [-o OPTS] [BACKING] MOUNTPOINT\n",
-			argv[0]);
+		fprintf(stderr, "usage: %s [-f] [-o OPTS] [BACKING] MOUNTPOINT\n", argv[0]);
 		return 2;
 	}
 	by_name = calloc(BUCKETS, sizeof(*by_name));

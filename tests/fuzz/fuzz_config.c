@@ -11,8 +11,15 @@
 #include "dcfs_policy.h"
 
 static const char *const paths[] = {
-	"/", "/a.mkv", "/Movies/x/y.MKV", "/Movies", "/Recordings/t.jpg",
-	"/.hidden", "/dir.d/noext", "/a.", "/x/y/z/w/v/u.tar.gz",
+	"/",
+	"/a.mkv",
+	"/Movies/x/y.MKV",
+	"/Movies",
+	"/Recordings/t.jpg",
+	"/.hidden",
+	"/dir.d/noext",
+	"/a.",
+	"/x/y/z/w/v/u.tar.gz",
 };
 static const char *const comms[] = { NULL, "rsync", "ffmpeg", "" };
 
@@ -31,8 +38,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 		config_summary(cfg, summary, sizeof(summary));
 		for (size_t p = 0; p < sizeof(paths) / sizeof(paths[0]); p++) {
 			for (size_t c = 0; c < sizeof(comms) / sizeof(comms[0]); c++) {
-				policy_decide(cfg, paths[p], comms[c],
-					      (int64_t)(p << 20), c & 1, &d);
+				policy_decide(cfg, paths[p], comms[c], (int64_t)(p << 20), c & 1,
+					      &d);
 				policy_describe(&d, why, sizeof(why));
 			}
 		}
