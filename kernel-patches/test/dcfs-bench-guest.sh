@@ -42,8 +42,8 @@ daemon_cpu() {
 }
 
 config() {	# $1 = passthrough_uncached, $2 = passthrough_reads
-	printf '[global]\ndefault = dontcache\nmin_size = 0\npassthrough_uncached = %s\npassthrough_reads = %s\n' \
-		"$1" "$2" > "$cfg"
+	printf '[global]\ndefault = dontcache\nmin_size = 0\npassthrough_uncached = %s\npassthrough_writes = %s\npassthrough_reads = %s\n' \
+		"$1" "$1" "$2" > "$cfg"
 	kill -HUP "$pid"
 	sleep 0.5
 }
