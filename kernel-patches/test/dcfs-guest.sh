@@ -189,14 +189,17 @@ wb0=$(class_sum opened_write_behind)
 "$t" resident "$backing/behind.mkv" 15 || rc=1
 w=$(requests write)
 wb=$(class_sum opened_write_behind)
-if grep -q "by the kernel (passthrough), written behind" "$run/dcfs.log"; then
+# what a write open of the file gets now, and why (user.dcfs.policy)
+policy=$(python3 -c 'import os, sys
+print(os.getxattr(sys.argv[1], "user.dcfs.policy").decode())' "$mp/behind.mkv")
+if echo "$policy" | grep -q "by the kernel (passthrough), written behind"; then
 	if [ "$w" = "$w0" ] && [ "$wb" -gt "$wb0" ]; then
 		pass "written behind: WRITE requests $w0 -> $w, write-behind opens $wb0 -> $wb"
 	else
 		fail "written behind: WRITE requests $w0 -> $w, write-behind opens $wb0 -> $wb"
 	fi
 else
-	echo "SKIP: write-behind: this filesystem keeps the engine ($(grep 'write streams on' "$run/dcfs.log" | tail -1))"
+	echo "SKIP: write-behind: not on this filesystem (user.dcfs.policy: $policy)"
 fi
 "$dcfs" stat "$mp" 2>/dev/null | head -40
 
