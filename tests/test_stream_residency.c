@@ -20,6 +20,8 @@
 #include <sys/statvfs.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
+#include <dirent.h>
+#include <sched.h>
 #include <unistd.h>
 
 /* ---- residency after streamed writes and reads ---------------------------------- */
@@ -295,6 +297,23 @@ static void *peak_main(void *a)
 	return NULL;
 }
 
+/* Threads of process pid running SCHED_FIFO (the write-behind looks). */
+static int fifo_threads(pid_t pid)
+{
+	char dir[64];
+	snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.' && sched_getscheduler(atoi(e->d_name)) == SCHED_FIFO)
+			n++;
+	closedir(d);
+	return n;
+}
+
 static void expect_write_mode(const char *mnt, const char *rel, const char *want)
 {
 	char path[PATH_MAX];
@@ -342,6 +361,8 @@ START_TEST(stream_kw_window)
 		ck_assert_msg(fd >= 0, "create %s: %s", rel, strerror(errno));
 		write_all_chunks(fd, src, BIG, sizes[i]);
 		ck_assert_int_eq(fsync(fd), 0);
+		/* The looks run ahead of a busy CPU's other work (writebehind.c). */
+		int fifo = fifo_threads(m.d.pid);
 		ck_assert_int_eq(close(fd), 0);
 		long long left =
 			wait_resident_le(path_at(m.exp, "%s", rel), kernel ? 0 : max_left(), 10);
@@ -358,6 +379,11 @@ START_TEST(stream_kw_window)
 		if (kernel) {
 			ck_assert_msg(wb == 1, "%s: opened_write_behind +%lld, expected 1", rel,
 				      wb);
+			ck_assert_msg(
+				fifo >= 1,
+				"%s: %d daemon threads at real-time priority while the stream "
+				"was open, expected its look thread",
+				rel, fifo);
 			ck_assert_msg(k >= (long long)BIG && d == 0,
 				      "%s: written_kernel +%lld, %s +%lld: the daemon wrote", rel,
 				      k, dc_counter(1), d);
@@ -370,6 +396,8 @@ START_TEST(stream_kw_window)
 					 "\n  %s: %lld pages resident 10 s after the close", rel,
 					 left);
 		} else {
+			ck_assert_msg(fifo == 0, "%s: %d daemon threads at real-time priority", rel,
+				      fifo);
 			ck_assert_msg(wb == 0 && d >= (long long)BIG,
 				      "%s: opened_write_behind +%lld, %s +%lld: not the engine",
 				      rel, wb, dc_counter(1), d);
