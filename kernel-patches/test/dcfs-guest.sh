@@ -34,6 +34,14 @@ pt_count() {
 		sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p" | head -1
 }
 
+# the stage's config (everything in the dontcache class) plus the [global]
+# lines $1, loaded by a SIGHUP to the running daemon
+reload_with() {
+	printf '[global]\ndefault = dontcache\nmin_size = 0\n%b' "$1" > "$cfg"
+	kill -HUP "$pid"
+	sleep 1
+}
+
 # the sum of a per-class counter $1 of dcfs stat --json over the classes
 class_sum() {
 	"$dcfs" stat --json "$mp" 2>/dev/null | grep -o "\"$1\":[0-9]*" |
@@ -156,9 +164,7 @@ else
 fi
 
 echo "== 2. passthrough_uncached = no: dcfs's streaming engine"
-printf '[global]\ndefault = dontcache\nmin_size = 0\npassthrough_uncached = no\npassthrough_writes = no\npassthrough_reads = no\n' > "$cfg"
-kill -HUP $pid
-sleep 1
+reload_with 'passthrough_uncached = no\npassthrough_writes = no\npassthrough_reads = no\n'
 w0=$(requests write)
 r0=$(requests read)
 stream_check engine.mkv
@@ -180,9 +186,7 @@ echo "== 3. passthrough_uncached = no: streams written behind where dcfs does th
 # The window of write-behind may hold a few MiB while the file is open, so
 # the backing file is checked after close only (0 pages: the release
 # writes back and drops the rest).
-printf '[global]\ndefault = dontcache\nmin_size = 0\npassthrough_uncached = no\n' > "$cfg"
-kill -HUP $pid
-sleep 1
+reload_with 'passthrough_uncached = no\n'
 w0=$(requests write)
 wb0=$(class_sum opened_write_behind)
 "$t" stream "$mp/behind.mkv" 64 write || rc=1
