@@ -313,9 +313,9 @@ static void deadline_in(struct timespec *ts, long us)
  * the looks came tens of ms late and streams peaked at 13-628 MiB.  With
  * real-time looks, streams beside stress-ng peaked lower in 20 of 24 paired
  * cells (xfs, 1 MiB writes: 62-69 -> 28-37 MiB; at load 10: 34-50 -> 32-34),
- * at up to 10 % of the 4 KiB speed there.  So the
- * look thread takes the lowest real-time priority, which runs it as soon as
- * its timer fires, ahead of every ordinary task.  It sleeps between looks
+ * at up to 10 % of the 4 KiB speed there.  So the look thread takes the
+ * lowest real-time priority, which runs it as soon as its timer fires,
+ * ahead of every ordinary task.  It sleeps between looks
  * (1-50 ms) and a look is a few syscalls, so it costs others little, and
  * the kernel's real-time throttling bounds it anyway.  A daemon that may
  * not (no CAP_SYS_NICE, an RLIMIT_RTPRIO of 0) raises its nice value
