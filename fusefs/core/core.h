@@ -113,7 +113,7 @@ static inline long dcfs_err(long ret)
 
 struct fdcache_stats {
 	size_t cached, peak, budget;
-	unsigned long reopens, evictions;
+	unsigned long reopens, evictions, reaped;
 };
 
 enum {
@@ -176,6 +176,9 @@ int fdcache_evict(struct dcfs_inode *inode);
 bool fdcache_retry(int err);
 void fdcache_report(int err, const char *what);
 void fdcache_stats(struct fdcache_stats *s);
+size_t fdcache_reap_unlinked(void);
+int fdcache_start(void);
+void fdcache_stop(void);
 
 /* handle.c */
 struct file_handle *handle_for(int fd, const struct stat *st);

@@ -16,16 +16,26 @@
  * shrunk to a quarter and the open retried (fdcache_retry()), and the
  * failure that remains is logged once per episode.
  *
+ * Files deleted behind dcfs's back (on the backing filesystem, not through
+ * the mount) would keep their space while their cached fd lives, which is
+ * until the kernel forgets the node: maybe never.  So a thread looks at
+ * the cached fds every REAP_SECONDS and closes those of inodes with no
+ * name left (st_nlink 0).  A later use reopens by handle: the file, while
+ * someone still has it open, else ESTALE, as for any vanished inode.
+ *
  * Lock order: the inode table lock, then the cache lock.
  */
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/core.h"
 
 #define MIN_BUDGET 64
+#define REAP_SECONDS 5
 
 /* The cache (under cache_lock, except the counters). */
 static struct {
@@ -34,9 +44,17 @@ static struct {
 	size_t n_cached;			/* open fds of inodes with handles */
 	size_t budget;
 	size_t peak_cached;
-	atomic_ulong n_reopens, n_evictions;
+	atomic_ulong n_reopens, n_evictions, n_reaped;
 	atomic_bool emfile_episode;
 } cache = { .cache_lock = PTHREAD_MUTEX_INITIALIZER, .budget = MIN_BUDGET };
+
+/* The reaper of deleted files' fds (fdcache_reap_unlinked()). */
+static struct {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool running, stop;
+} reaper = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 void fdcache_init(void)
 {
@@ -229,6 +247,83 @@ bool fdcache_retry(int err)
 	return cache.n_cached < before;
 }
 
+/*
+ * Closes the cached fds of inodes that lost their last name (deleted on
+ * the backing filesystem behind dcfs's back).  Only unpinned fds are on
+ * the list, each with a handle to reopen it by.  One fstat per cached fd,
+ * under the cache lock: about 5 ms at a budget of 10 000.
+ */
+size_t fdcache_reap_unlinked(void)
+{
+	struct dcfs_inode *inode, *next;
+	struct stat st;
+	size_t n = 0;
+
+	pthread_mutex_lock(&cache.cache_lock);
+	for (inode = cache.lru_head; inode; inode = next) {
+		next = inode->lru_next;
+		if (fstat(inode->fd, &st) < 0 || st.st_nlink)
+			continue;
+		lru_remove(inode);
+		close(inode->fd);
+		inode->fd = -1;
+		cache.n_cached--;
+		n++;
+	}
+	pthread_mutex_unlock(&cache.cache_lock);
+	atomic_fetch_add(&cache.n_reaped, n);
+	return n;
+}
+
+static void *reaper_main(void *arg)
+{
+	struct timespec ts;
+
+	(void)arg;
+	pthread_mutex_lock(&reaper.lock);
+	while (!reaper.stop) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += REAP_SECONDS;
+		if (pthread_cond_timedwait(&reaper.cond, &reaper.lock, &ts) != ETIMEDOUT)
+			continue;
+		pthread_mutex_unlock(&reaper.lock);
+		fdcache_reap_unlinked();
+		pthread_mutex_lock(&reaper.lock);
+	}
+	pthread_mutex_unlock(&reaper.lock);
+	return NULL;
+}
+
+int fdcache_start(void)
+{
+	pthread_condattr_t ca;
+	int err;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&reaper.cond, &ca);
+	pthread_condattr_destroy(&ca);
+	err = pthread_create(&reaper.thread, NULL, reaper_main, NULL);
+	if (err) {
+		log_err("cannot start the O_PATH fd reaper: %s\n", strerror(err));
+		return -err;
+	}
+	reaper.running = true;
+	return 0;
+}
+
+void fdcache_stop(void)
+{
+	if (!reaper.running)
+		return;
+	pthread_mutex_lock(&reaper.lock);
+	reaper.stop = true;
+	pthread_cond_signal(&reaper.cond);
+	pthread_mutex_unlock(&reaper.lock);
+	pthread_join(reaper.thread, NULL);
+	reaper.running = false;
+}
+
 /* An EMFILE that still reaches a caller: logged once per episode. */
 void fdcache_report(int err, const char *what)
 {
@@ -250,4 +345,5 @@ void fdcache_stats(struct fdcache_stats *s)
 	pthread_mutex_unlock(&cache.cache_lock);
 	s->reopens = atomic_load(&cache.n_reopens);
 	s->evictions = atomic_load(&cache.n_evictions);
+	s->reaped = atomic_load(&cache.n_reaped);
 }

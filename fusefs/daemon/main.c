@@ -283,7 +283,8 @@ static int run(struct fuse_args *args)
 		goto out_unmount;
 	/* Threads only after fuse_daemonize(): they would not survive its fork. */
 	creds_drop_reserve();
-	if (reload_start() < 0 || io_start(se) < 0 || shutdown_start() < 0 || readonly_start() < 0)
+	if (reload_start() < 0 || io_start(se) < 0 || shutdown_start() < 0 ||
+	    readonly_start() < 0 || fdcache_start() < 0)
 		goto out_unmount;
 	ret = serve(se) ? 1 : 0;
 	fuse_lock_stop();
@@ -293,6 +294,7 @@ static int run(struct fuse_args *args)
 	io_stop();
 	stuck = reload_stop();
 out_unmount:
+	fdcache_stop();
 	readonly_stop();
 	/* The io_uring threads first: they serve the session being unmounted. */
 	uring_stop();

@@ -225,8 +225,8 @@ static void fdcache_json(FILE *out)
 
 	fdcache_stats(&s);
 	fprintf(out,
-		"\"fdcache\":{\"cached\":%zu,\"peak\":%zu,\"budget\":%zu,\"reopens\":%lu,\"evictions\":%lu}",
-		s.cached, s.peak, s.budget, s.reopens, s.evictions);
+		"\"fdcache\":{\"cached\":%zu,\"peak\":%zu,\"budget\":%zu,\"reopens\":%lu,\"evictions\":%lu,\"deleted_closed\":%lu}",
+		s.cached, s.peak, s.budget, s.reopens, s.evictions, s.reaped);
 }
 
 static void fdcache_table(FILE *out)
@@ -235,8 +235,8 @@ static void fdcache_table(FILE *out)
 
 	fdcache_stats(&s);
 	fprintf(out,
-		"\nO_PATH fd cache: %zu cached (peak %zu) of %zu, %lu reopens, %lu evictions\n",
-		s.cached, s.peak, s.budget, s.reopens, s.evictions);
+		"\nO_PATH fd cache: %zu cached (peak %zu) of %zu, %lu reopens, %lu evictions, %lu of deleted files closed\n",
+		s.cached, s.peak, s.budget, s.reopens, s.evictions, s.reaped);
 }
 
 char *report_json(void)
