@@ -365,6 +365,37 @@ native_dontcache_peak() {	# FILE CG
 	rm -f "$1"
 }
 
+# stream-write's verdict: the peak's bound follows who wrote (KIND: dcfs,
+# behind = the kernel with dcfs's write-behind, uncached = the patched
+# kernel's uncached passthrough).  Uncached, the kernel's own writeback
+# sets the peak, and it lags the writer under TCG: held against a native
+# RWF_DONTCACHE writer of the same size on the same filesystem in the same
+# cgroup, measured here, after the hot set (it would press on it).  One
+# sample of each varies (native 98-369 MiB, dcfs 112-179 on xfs and
+# F2FS): 1.5 times native and 16 MiB are allowed.  A stream that cached
+# would still fail the pages after close and the hot set.
+write_verdict() {	# FS KIND SIZE PEAK AFTER BACKING_EXPORT CG
+	local fs=$1 peak=$4 after=$5 wbound=$PEAK_BOUND_MIB whow="by dcfs (RWF_DONTCACHE or fallback)"
+	[ "$3" = $((STREAM_MIB << 20)) ] && [ "$peak" != - ] || return 0
+	case $2 in
+	behind) wbound=$PEAK_BOUND_KW_MIB whow="by the kernel, written behind" ;;
+	uncached)
+		native_dontcache_peak "$6/native-dc.mkv" "$7"
+		wbound=$PEAK_BOUND_PT_MIB
+		[ "$NATIVE_PEAK" = - ] || [ $((NATIVE_PEAK * 3 / 512 + 16)) -le "$wbound" ] ||
+			wbound=$((NATIVE_PEAK * 3 / 512 + 16))
+		whow="by the kernel, uncached passthrough (a native RWF_DONTCACHE writer: peak $([ "$NATIVE_PEAK" = - ] && echo '?' || echo $((NATIVE_PEAK / 256))) MiB)"
+		metric "$fs" stream_write_native_dc_peak_pages "$NATIVE_PEAK"
+		;;
+	esac
+	if [ "$after" = - ] || [ "$after" -gt "$AFTER_BOUND_PAGES" ] ||
+	   [ "$peak" -gt $((wbound * 256)) ]; then
+		result "$fs" stream-write FAIL "${STREAM_MIB} MiB $whow: peak $((peak / 256)) MiB resident (bound $wbound), $after pages after close (bound $AFTER_BOUND_PAGES)"
+	else
+		result "$fs" stream-write PASS "${STREAM_MIB} MiB $whow: peak $((peak / 256)) MiB resident, $after pages after close"
+	fi
+}
+
 # stream-write, stream-read, hotset: a hot file of the cache class read
 # through the mount, then a STREAM_MIB .mkv written and read back through
 # it, all in a memory cgroup of CG_LIMIT_MIB with the daemon: the stream's
@@ -413,35 +444,14 @@ stage_stream() {	# FS MNT BACKING_EXPORT CG
 	# no WRITE request: the kernel wrote it, either with write-behind by
 	# the daemon (passthrough_writes on a stock kernel, dcfs.conf(5)
 	# "Writes by the kernel") or uncached (the patched kernel's uncached
-	# passthrough, bounded like its reads)
-	local wbound=$PEAK_BOUND_MIB whow="by dcfs (RWF_DONTCACHE or fallback)"
-	if [ "$(($(dcfs_requests write) - w0))" != 0 ]; then
-		:
-	elif [ "$(($(dcfs_class_sum opened_write_behind) - wb0))" != 0 ]; then
-		wbound=$PEAK_BOUND_KW_MIB whow="by the kernel, written behind"
-	else
-		# the kernel's own uncached writeback sets the peak, and it lags
-		# the writer under TCG: held against a native RWF_DONTCACHE
-		# writer of the same size on the same filesystem in the same
-		# cgroup, measured now.  One sample of each varies (native 98-369
-		# MiB, dcfs 112-135 on xfs and F2FS): 1.5 times native and 16 MiB
-		# are allowed.  A stream that cached would still fail the pages
-		# after close and the hot set.
-		native_dontcache_peak "$b/native-dc.mkv" "$cg"
-		wbound=$PEAK_BOUND_PT_MIB
-		[ "$NATIVE_PEAK" = - ] || [ $((NATIVE_PEAK * 3 / 512 + 16)) -le "$wbound" ] ||
-			wbound=$((NATIVE_PEAK * 3 / 512 + 16))
-		whow="by the kernel, uncached passthrough (a native RWF_DONTCACHE writer: peak $([ "$NATIVE_PEAK" = - ] && echo '?' || echo $((NATIVE_PEAK / 256))) MiB)"
-		metric "$fs" stream_write_native_dc_peak_pages "$NATIVE_PEAK"
+	# passthrough); its verdict comes after the hot set (write_verdict)
+	local wkind=dcfs
+	if [ "$(($(dcfs_requests write) - w0))" = 0 ]; then
+		wkind=uncached
+		[ "$(($(dcfs_class_sum opened_write_behind) - wb0))" = 0 ] || wkind=behind
 	fi
-	if [ "$(stat -c %s "$bs")" != $((STREAM_MIB << 20)) ] || [ "$peak" = - ]; then
-		:
-	elif [ "$after" = - ] || [ "$after" -gt "$AFTER_BOUND_PAGES" ] ||
-	     [ "$peak" -gt $((wbound * 256)) ]; then
-		result "$fs" stream-write FAIL "${STREAM_MIB} MiB $whow: peak $((peak / 256)) MiB resident (bound $wbound), $after pages after close (bound $AFTER_BOUND_PAGES)"
-	else
-		result "$fs" stream-write PASS "${STREAM_MIB} MiB $whow: peak $((peak / 256)) MiB resident, $after pages after close"
-	fi
+	local wsize wpeak=$peak wafter=$after
+	wsize=$(stat -c %s "$bs")
 
 	# the stream, read back
 	t0=$(dcfs_ticks) r0=$(dcfs_requests read)
@@ -485,6 +495,7 @@ stage_stream() {	# FS MNT BACKING_EXPORT CG
 	else
 		result "$fs" hotset FAIL "${HOT_MIB} MiB hot set, ${STREAM_MIB} MiB stream in ${CG_LIMIT_MIB} MiB: only $sv resident (min $HOT_SURVIVAL_MIN)"
 	fi
+	write_verdict "$fs" "$wkind" "$wsize" "$wpeak" "$wafter" "$b" "$cg"
 	[ -n "$cg" ] && cg_limit "$cg" max
 	rm -f "$s" "$hot"
 }
