@@ -57,6 +57,15 @@ def load(rundir):
     except (OSError, ValueError):
         pass
     run["name"] = run["results"][0][0] if run["results"] else os.path.basename(rundir)
+    # runs from before the stream_write_kind metric: the stage's words
+    for _, fs, stage, _, detail in run["results"]:
+        m = run["metrics"].get(fs)
+        if stage != "stream-write" or m is None or "stream_write_kind" in m:
+            continue
+        if "written behind" in detail:
+            m["stream_write_kind"] = "behind"
+        elif "uncached passthrough" in detail:
+            m["stream_write_kind"] = "uncached"
     return run
 
 
@@ -176,7 +185,9 @@ def markdown(runs):
             cached = "passthrough" if m.get("passthrough") == "on" else "forwarded"
             wr = int(m.get("stream_write_requests", "0") or 0)
             rd = int(m.get("stream_read_requests", "0") or 0)
-            writes = ("RWF_DONTCACHE" if dc[1] == "yes" else "fallback") if wr else "kernel"
+            kinds = {"behind": "kernel, written behind", "uncached": "kernel, uncached"}
+            writes = ("RWF_DONTCACHE" if dc[1] == "yes" else "fallback") if wr else \
+                kinds.get(m.get("stream_write_kind"), "kernel")
             if rd:
                 reads = "RWF_DONTCACHE" if dc[0] == "yes" else "fallback"
             else:

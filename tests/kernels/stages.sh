@@ -450,6 +450,7 @@ stage_stream() {	# FS MNT BACKING_EXPORT CG
 		wkind=uncached
 		[ "$(($(dcfs_class_sum opened_write_behind) - wb0))" = 0 ] || wkind=behind
 	fi
+	metric "$fs" stream_write_kind "$wkind"
 	local wsize wpeak=$peak wafter=$after
 	wsize=$(stat -c %s "$bs")
 
