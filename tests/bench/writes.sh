@@ -145,6 +145,12 @@ make_fs() { # fs size -> mounted at $W/$fs
 	MNTS+=("$dir")
 }
 
+# The whole machine's busy CPU time in clock ticks (user, nice, system,
+# irq, softirq of /proc/stat): what a write costs wherever it is spent
+# (the writer, the daemon, the flusher, I/O completion), for the "system
+# CPU" column; it counts everyone else's too, so read it on a quiet machine.
+busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
+
 # The daemon's CPU in microseconds: its own cpuacct cgroup (v1).
 cpu_us() { # name
 	local f=$CPUACCT/dcfs-writes-$$-$1/cpuacct.usage
@@ -188,9 +194,9 @@ label() {
 	esac
 }
 
-# One write: appends rep,load,fs,bs,sys,mibs,peak_pages,final_pages,daemon_us,bytes,disturbed
+# One write: appends rep,load,fs,bs,sys,mibs,peak_pages,final_pages,daemon_us,bytes,disturbed,busy_ticks
 one_write() {
-	local rep=$1 load=$2 fs=$3 bs=$4 sys=$5 size=$6 f out c0=0 c1=0 x0 peak fin
+	local rep=$1 load=$2 fs=$3 bs=$4 sys=$5 size=$6 f out c0=0 c1=0 x0 peak fin b0 b1
 	sys_setup "$sys" "$fs"
 	f=w-$bs.dat
 	rm -f "$BDIR/$f"
@@ -202,9 +208,11 @@ one_write() {
 	SAMPLER=$fp
 	while [ ! -e "$W/tmp/fp.ready" ]; do sleep 0.01; done
 	[ -n "$NAME" ] && c0=$(cpu_us "$NAME")
+	b0=$(busy_ticks)
 	out=$("$IO" write "$DIR/$f" "$size" "$bs" $FLAG fsync) || out=""
 	[ -n "$NAME" ] && c1=$(cpu_us "$NAME")
 	sleep 0.5 # FUSE release is asynchronous
+	b1=$(busy_ticks)
 	kill -TERM $fp; wait $fp || true
 	SAMPLER=""
 	peak=$(cut -d' ' -f1 "$W/tmp/fp.out")
@@ -212,7 +220,7 @@ one_write() {
 	rm -f "$BDIR/$f"
 	[ -n "$out" ] || { log "$rep $load $fs $bs $sys FAILED"; return 0; }
 	set -- $out
-	echo "$rep,$load,$fs,$bs,$sys,$3,$peak,$fin,$((c1 - c0)),$1,$([ "$(drops)" = "$x0" ] && echo 0 || echo 1)" >> "$RAW/writes.csv"
+	echo "$rep,$load,$fs,$bs,$sys,$3,$peak,$fin,$((c1 - c0)),$1,$([ "$(drops)" = "$x0" ] && echo 0 || echo 1),$((b1 - b0))" >> "$RAW/writes.csv"
 	log "run $rep $load $fs $bs $sys: $3 MiB/s, peak $((peak / 256)) MiB, after $fin pages, daemon $(((c1 - c0) / 1000)) ms"
 }
 
@@ -316,15 +324,16 @@ hot_part() {
 # ------------------------------------------------------------------ report
 
 report_writes() {
-	echo "| load | fs | req | system | MiB/s | × native RWF_DONTCACHE | × native buffered | stream peak MiB (worst) | pages after close | daemon CPU s/GiB | runs used |"
-	echo "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| load | fs | req | system | MiB/s | × native RWF_DONTCACHE | × native buffered | stream peak MiB (worst) | pages after close | daemon CPU s/GiB | system CPU s/GiB | runs used |"
+	echo "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 	awk -F, "$median_awk"'
 	FNR == NR { if ($11 == 0) clean[$2 "," $3 "," $4 "," $5]++; next }
 	$11 == 1 { excl[$2 "," $3 "," $4 "," $5]++; if (clean[$2 "," $3 "," $4 "," $5]) next }
 	{ k = $2 "," $3 "," $4 "," $5; if (!(k in seen)) { seen[k] = 1; order[++n] = k }
 	  mibs[k] = mibs[k] " " $6; peak[k] = peak[k] " " $7 / 256; fin[k] = fin[k] " " $8
 	  if ($7 / 256 > worst[k]) worst[k] = $7 / 256
-	  cpu[k] = cpu[k] " " ($9 / 1e6) / ($10 / 1073741824); runs[k]++ }
+	  cpu[k] = cpu[k] " " ($9 / 1e6) / ($10 / 1073741824); runs[k]++
+	  sysc[k] = sysc[k] " " ($12 == "" ? "-" : ($12 / hz) / ($10 / 1073741824)) }
 	END {
 	  for (i = 1; i <= n; i++) { k = order[i]; m[k] = med(mibs[k]) }
 	  for (i = 1; i <= n; i++) { k = order[i]; split(k, p, ",")
@@ -333,9 +342,10 @@ report_writes() {
 	    r1 = ((dc in m) && m[dc] > 0) ? sprintf("%.2f", m[k] / m[dc]) : "-"
 	    r2 = ((bf in m) && m[bf] > 0) ? sprintf("%.2f", m[k] / m[bf]) : "-"
 	    c = native ? "-" : sprintf("%.3f", med(cpu[k]))
+	    sc = med(sysc[k]); sc = p[1] == "busy" || sc == "-" || sc == "" ? "-" : sprintf("%.2f", sc)
 	    x = excl[k] ? sprintf(" (%d disturbed)", excl[k]) : ""
-	    printf "| %s | %s | %s | %s | %.0f | %s | %s | %.0f (%.0f) | %s | %s | %d%s |\n", p[1], p[2], p[3], p[4], m[k],
-	      r1, r2, med(peak[k]), worst[k], med(fin[k]), c, runs[k], x } }' "$RAW/writes.csv" "$RAW/writes.csv" |
+	    printf "| %s | %s | %s | %s | %.0f | %s | %s | %.0f (%.0f) | %s | %s | %s | %d%s |\n", p[1], p[2], p[3], p[4], m[k],
+	      r1, r2, med(peak[k]), worst[k], med(fin[k]), c, sc, runs[k], x } }' hz="$(getconf CLK_TCK)" "$RAW/writes.csv" "$RAW/writes.csv" |
 	sed -e 's/| nat-buf |/| native buffered |/; s/| nat-dc |/| native RWF_DONTCACHE |/' \
 	    -e 's/| dcfs-engine |/| dcfs engine |/; s/| dcfs-kernel |/| dcfs kernel-served |/'
 }
