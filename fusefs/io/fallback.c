@@ -232,10 +232,6 @@ ssize_t fallback_write(struct dcfs_file *f, const void *buf, size_t len, off_t o
 	if (f->flags & O_APPEND)
 		off = lseek(f->fd, 0, SEEK_END) - n;
 	end = off + n;
-	if (f->stream->wr_hi == f->stream->wr_lo || off < f->stream->wr_lo)
-		f->stream->wr_lo = off;
-	if (end > f->stream->wr_hi)
-		f->stream->wr_hi = end;
 	if (f->stream->wb_hi == f->stream->wb_lo) {
 		f->stream->wb_lo = off;
 		f->stream->wb_hi = end;
@@ -270,9 +266,9 @@ static void count_unprotected(void *arg, off_t lo, off_t hi)
 }
 
 /*
- * Drops what the handle wrote until none of it is left, for at most
- * SETTLE_TRIES * SETTLE_US: the last windows' extents may still be
- * finishing (btrfs, start_window()).  Release is asynchronous to the
+ * Drops the unprotected pages of what the handle touched (seen_lo..hi)
+ * until none is left, for at most SETTLE_TRIES * SETTLE_US: the last
+ * windows' extents may still be finishing (btrfs, start_window()).  Release is asynchronous to the
  * application's close, so the wait delays nobody; a page that stays
  * (mapped by someone since) costs the wait once.
  */
@@ -281,17 +277,16 @@ static void drop_settled(struct dcfs_file *f)
 	struct stream_state *s = f->stream;
 	struct unprotected u = { .f = f };
 
-	if (s->prot_all || s->wr_hi <= s->wr_lo)
+	if (s->prot_all || s->seen_hi <= s->seen_lo)
 		return;
 	for (int i = 0; i < SETTLE_TRIES; i++) {
 		u.pages = 0;
-		resident_runs(f->fd, page_down(s->wr_lo), page_up(s->wr_hi) - page_down(s->wr_lo),
-			      count_unprotected, &u);
+		resident_runs(f->fd, s->seen_lo, s->seen_hi - s->seen_lo, count_unprotected, &u);
 		if (!u.pages)
 			return;
 		if (i)
 			usleep(SETTLE_US);
-		drop_unprotected(f, s->wr_lo, s->wr_hi);
+		drop_unprotected(f, s->seen_lo, s->seen_hi);
 	}
 }
 
@@ -302,10 +297,6 @@ void fallback_finish(struct dcfs_file *f)
 		start_window(f);
 	fallback_drop(f, f->stream->wb_prev_lo, f->stream->wb_prev_hi);
 	f->stream->wb_prev_lo = f->stream->wb_prev_hi = 0;
-	drop_settled(f);
-	/* Read-ahead the fd did before POSIX_FADV_RANDOM took effect. */
-	if (f->stream->fadv_random)
-		drop_unprotected(f, f->stream->seen_lo, f->stream->seen_hi);
 	/*
 	 * RWF_DONTCACHE leaves a page behind when FUSE splits a write inside
 	 * it (a 1 MiB write from an unaligned buffer arrives as 1048560 + 16
@@ -314,4 +305,10 @@ void fallback_finish(struct dcfs_file *f)
 	 */
 	if (f->stream->dc_hi > f->stream->dc_lo)
 		fallback_drop(f, f->stream->dc_lo, f->stream->dc_hi);
+	/*
+	 * Last, what the fallback's reads and writes touched: the last
+	 * windows, and read-ahead the fd did before POSIX_FADV_RANDOM took
+	 * effect.
+	 */
+	drop_settled(f);
 }

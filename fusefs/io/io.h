@@ -163,7 +163,6 @@ struct stream_state {
 	off_t wb_lo, wb_hi;	      /* written, writeback not started */
 	off_t wb_prev_lo, wb_prev_hi; /* writeback started, not yet dropped */
 	off_t wb_old_lo, wb_old_hi;   /* dropped once: dropped again (btrfs) */
-	off_t wr_lo, wr_hi;	      /* every byte written through the fallback */
 	off_t seen_lo, seen_hi;	      /* pages this handle touched */
 	off_t ra_reach;	    /* how far the kernel may read ahead of a read; 0: not known yet */
 	off_t dc_lo, dc_hi; /* span written with RWF_DONTCACHE */
