@@ -22,6 +22,8 @@
  *               caches.  The test must see the hot set go (at most
  *               CONTROL_MAX of it left), or it could not catch a mode that
  *               caches.
+ *   full        the defaults, with a cgroup its hot file fills and the
+ *               daemon outside it (shape_of()): the stream is only written.
  *
  * Someone else's drop_caches empties the hot set too (the drop_pagecache
  * count of /proc/vmstat tells), and global reclaim would evict it (a
@@ -54,14 +56,38 @@ enum hot_mode {
 	HM_KERNEL,
 	HM_ENGINE,
 	HM_ENGINE_FRA,
-	HM_CONTROL
+	HM_CONTROL,
+	HM_FULL
 };
-static const char *const mode_names[] = { "kernel", "engine", "engine-fra", "control" };
+static const char *const mode_names[] = { "kernel", "engine", "engine-fra", "control", "full" };
+
+/*
+ * The full cgroup (HM_FULL): the defaults, a writer in a memory cgroup its
+ * hot file fills (FULL_HOT read under FULL_LIMIT), the daemon outside it
+ * as a service runs.  Any page the stream holds in the writer's cgroup is
+ * taken from the hot set at once: HOT_SURVIVAL of it must stay all the same.
+ * The stream is only written: what this covers is how its writes are served.
+ */
+#define FULL_HOT (192u << 20)
+#define FULL_LIMIT (128u << 20)
+
+struct hot_shape {
+	unsigned int hot_bytes, cg_limit;
+	bool daemon_joins, read_back;
+};
+
+static struct hot_shape shape_of(enum hot_mode m)
+{
+	if (m == HM_FULL)
+		return (struct hot_shape){ FULL_HOT, FULL_LIMIT, false, false };
+	return (struct hot_shape){ HOT_BYTES, CG_LIMIT, true, true };
+}
 
 static const char *mode_conf(enum hot_mode m)
 {
 	switch (m) {
 	case HM_KERNEL:
+	case HM_FULL:
 		return "[global]\ndefault = cache\nmin_size = 0\n"
 		       "\n[class video]\nextensions = mkv\npolicy = dontcache\n";
 	case HM_ENGINE:
@@ -137,7 +163,7 @@ static int put_str(const char *path, const char *fmt, ...)
 	return ok ? 0 : -1;
 }
 
-static void memcg_make(char *cg, size_t len, const char *tag)
+static void memcg_make(char *cg, size_t len, const char *tag, unsigned int limit)
 {
 	char self[PATH_MAX], f[PATH_MAX + 32];
 
@@ -147,7 +173,7 @@ static void memcg_make(char *cg, size_t len, const char *tag)
 	rmdir(cg);
 	ck_assert_msg(mkdir(cg, 0755) == 0, "mkdir %s: %s", cg, strerror(errno));
 	snprintf(f, sizeof f, "%s/memory.limit_in_bytes", cg);
-	ck_assert_msg(put_str(f, "%u", CG_LIMIT) == 0, "%s: %s", f, strerror(errno));
+	ck_assert_msg(put_str(f, "%u", limit) == 0, "%s: %s", f, strerror(errno));
 }
 
 static void memcg_join(const char *cg, pid_t pid)
@@ -264,14 +290,15 @@ static int read_hot(const char *hot, const char *unused)
 	return read_all(hot, NULL) == 0 ? 0 : 1;
 }
 
-/* Writes the stream through the mount, reads it back through the mount. */
-static int stream_through(const char *path, const char *unused)
+/* Writes the stream through the mount; back (non-NULL): reads it back there. */
+static int stream_through(const char *path, const char *back)
 {
 	uint64_t w = 0, r = 0;
 
-	(void)unused;
 	if (write_stream(path, &w) < 0)
 		return 2;
+	if (!back)
+		return 0;
 	if (read_all(path, &r) < 0)
 		return 3;
 	return w == r ? 0 : 4;
@@ -319,10 +346,12 @@ struct hot_result {
 	long long before, after, canary_before, canary_after, stream_left, cg_peak;
 	long long evicted, canary_evicted; /* by reclaim, during the stream */
 	bool dropped, reclaimed;	   /* someone's drop_caches; global reclaim */
+	bool said_full;			   /* the log: written by the engine, cgroup full */
 };
 
 static void hot_attempt(enum hot_mode mode, struct hot_result *r)
 {
+	struct hot_shape sh = shape_of(mode);
 	char tag[64], cg[PATH_MAX], hot[PATH_MAX + 16], canary[PATH_MAX + 16],
 		stream_m[PATH_MAX + 16], stream_b[PATH_MAX + 16];
 	const char *root = g_root;
@@ -342,16 +371,17 @@ static void hot_attempt(enum hot_mode mode, struct hot_result *r)
 	unlink(hot);
 	unlink(canary);
 	unlink(stream_b);
-	buf = malloc(HOT_BYTES);
-	fill_pattern(buf, HOT_BYTES, 6000);
-	ck_assert_msg(write_file(hot, buf, HOT_BYTES, 0644) == 0 &&
+	buf = malloc(sh.hot_bytes);
+	fill_pattern(buf, sh.hot_bytes, 6000);
+	ck_assert_msg(write_file(hot, buf, sh.hot_bytes, 0644) == 0 &&
 			      write_file(canary, buf, CANARY_BYTES, 0644) == 0,
 		      "writing the hot file and the canary: %s", strerror(errno));
 	free(buf);
 	drop_caches();
 	drops0 = drops_so_far();
-	memcg_make(cg, sizeof cg, mode_names[mode]);
-	memcg_join(cg, m.d.pid);
+	memcg_make(cg, sizeof cg, mode_names[mode], sh.cg_limit);
+	if (sh.daemon_joins)
+		memcg_join(cg, m.d.pid);
 	/* The hot file, read natively by a process of the cgroup. */
 	ck_assert_int_eq(in_cgroup(cg, read_hot, hot, NULL), 0);
 	/* The canary, outside it: global reclaim or a drop_caches empties it. */
@@ -359,7 +389,7 @@ static void hot_attempt(enum hot_mode mode, struct hot_result *r)
 	r->before = pages_of(hot);
 	r->canary_before = pages_of(canary);
 	long long ev0 = evicted_of(hot), cev0 = evicted_of(canary);
-	rc = in_cgroup(cg, stream_through, stream_m, NULL);
+	rc = in_cgroup(cg, stream_through, stream_m, sh.read_back ? stream_m : NULL);
 	ck_assert_msg(
 		rc == 0,
 		"%s: the stream through the mount failed at step %d (2 write, 3 read, 4 data differ)",
@@ -372,6 +402,9 @@ static void hot_attempt(enum hot_mode mode, struct hot_result *r)
 	r->stream_left = mode == HM_CONTROL ? -1 : wait_resident_le(stream_b, 0, 10);
 	r->dropped = drops_so_far() != drops0;
 	r->reclaimed = r->canary_evicted > 0 || (!r->dropped && r->canary_after < r->canary_before);
+	char *log = read_file_str(m.d.log);
+	r->said_full = strstr(log, "memory cgroup is at its limit") != NULL;
+	free(log);
 	unlink(stream_b);
 	unlink(hot);
 	unlink(canary);
@@ -381,7 +414,13 @@ static void hot_attempt(enum hot_mode mode, struct hot_result *r)
 
 static void hot_check(enum hot_mode mode)
 {
+	struct hot_shape sh = shape_of(mode);
 	struct hot_result r;
+	/* Resident after the read: all of it, or what the cgroup holds. */
+	long long want_before = sh.hot_bytes <= sh.cg_limit
+					? (long long)sh.hot_bytes / 4096 * 95 / 100
+					: (long long)sh.cg_limit / 4096 * 3 / 4;
+	long long base;
 	char log[3072] = "";
 	bool disturbed = true;
 
@@ -406,7 +445,7 @@ static void hot_check(enum hot_mode mode)
 		!disturbed,
 		"%d attempts disturbed (is another test run or benchmark dropping caches?):%s",
 		HOT_ATTEMPTS, log);
-	ck_assert_msg(r.dropped || r.before >= (long long)(HOT_BYTES / 4096) * 95 / 100,
+	ck_assert_msg(r.dropped || r.before >= want_before,
 		      "the hot file was not resident after its read:%s", log);
 	if (mode == HM_CONTROL) {
 		ck_assert_msg(
@@ -419,10 +458,11 @@ static void hot_check(enum hot_mode mode)
 		return;
 	}
 	/* Where someone dropped the cache meanwhile, what reclaim took is the measure. */
+	base = sh.hot_bytes <= sh.cg_limit ? (long long)sh.hot_bytes / 4096 : r.before;
 	if (r.dropped)
-		ck_assert_msg(r.evicted <= (long long)(HOT_BYTES / 4096) * (1 - HOT_SURVIVAL),
+		ck_assert_msg(r.evicted <= (long long)((double)base * (1 - HOT_SURVIVAL)),
 			      "%s: reclaim evicted %.1f%% of the hot set (want <= %.0f%%):%s",
-			      mode_names[mode], 100.0 * (double)r.evicted / (HOT_BYTES / 4096),
+			      mode_names[mode], 100.0 * (double)r.evicted / (double)base,
 			      100 * (1 - HOT_SURVIVAL), log);
 	else
 		ck_assert_msg(r.after >= r.before * HOT_SURVIVAL,
@@ -432,6 +472,8 @@ static void hot_check(enum hot_mode mode)
 	ck_assert_msg(r.stream_left == 0,
 		      "%s: %lld pages of the stream resident 10 s after it was closed",
 		      mode_names[mode], r.stream_left);
+	ck_assert_msg(mode != HM_FULL || r.said_full,
+		      "full: the mount log does not say that the writer's memory cgroup decided");
 }
 
 START_TEST(hot_kernel)
@@ -449,6 +491,12 @@ END_TEST
 START_TEST(hot_engine_fra)
 {
 	hot_check(HM_ENGINE_FRA);
+}
+END_TEST
+
+START_TEST(hot_full)
+{
+	hot_check(HM_FULL);
 }
 END_TEST
 
@@ -473,6 +521,7 @@ Suite *hotset_suite(void)
 		tcase_add_test(tc, hot_kernel);
 		tcase_add_test(tc, hot_engine);
 		tcase_add_test(tc, hot_engine_fra);
+		tcase_add_test(tc, hot_full);
 		suite_add_tcase(s, tc);
 	}
 	return s;

@@ -380,6 +380,10 @@ bool notify_writer_open(fuse_ino_t ino);
 void notify_writer_mixed(fuse_ino_t ino);
 void notify_writer_close(fuse_ino_t ino);
 
+/* memcg.c: the least room (limit - usage, bytes) of pid's memory cgroup and
+ * those above it; -ENOENT where none has a limit. */
+int memcg_room(pid_t pid, uint64_t *room);
+
 /* writebehind.c */
 const char *writebehind_refusal(const struct dcfs_file *f);
 int writebehind_prepare(struct dcfs_file *f);

@@ -274,9 +274,11 @@ stream_part() {
 # The hot file read natively into a memory cgroup limited to CG_LIMIT, then
 # STREAM bytes written (1 MiB, fsync) beside it in the same cgroup (with the
 # daemon); survival of the hot pages (mincore).  Appends
-# rep,fs,sys,before,still,fraction,stream_mibs,cg_peak_mib,disturbed
+# rep,fs,sys,before,still,fraction,stream_mibs,cg_peak_mib,disturbed,served
+# (served: how dcfs served the stream's writes, "kernel" or "engine": a
+# writer whose memory cgroup is at its limit gets the engine, "-" native).
 hot_run() {
-	local rep=$1 fs=$2 sys=$3 cg hot out sv x0 mnt=""
+	local rep=$1 fs=$2 sys=$3 cg hot out sv x0 mnt="" wb0 served=-
 	cg=$MEMCG_ROOT/dcfs-writes-$$-hot
 	mkdir -p "$cg"
 	echo "$(bytes "$CG_LIMIT")" > "$cg/memory.limit_in_bytes"
@@ -287,7 +289,9 @@ hot_run() {
 	x0=$(drops)
 	( echo $BASHPID > "$cg/cgroup.procs"; exec "$IO" read "$hot" 1M ) >/dev/null
 	"$IO" pages "$hot" "$W/tmp/hot.before" >/dev/null
+	[ -n "$NAME" ] && wb0=$(write_behind_opens "$DIR")
 	out=$( ( echo $BASHPID > "$cg/cgroup.procs"; exec "$IO" write "$DIR/s.dat" "$STREAM" 1M $FLAG fsync ) )
+	[ -n "$NAME" ] && served=$([ "$(write_behind_opens "$DIR")" = "$wb0" ] && echo engine || echo kernel)
 	sleep 0.5
 	sv=$("$IO" survival "$hot" "$W/tmp/hot.before")
 	rm -f "$BDIR/s.dat"
@@ -298,8 +302,14 @@ hot_run() {
 	rmdir "$cg"
 	set -- $sv; local had=$1 still=$2 frac=$3
 	set -- $out
-	echo "$rep,$fs,$sys,$had,$still,$frac,$3,$peak,$([ "$(drops)" = "$x0" ] && echo 0 || echo 1)" >> "$RAW/hot.csv"
-	log "hot $rep $fs $sys: survival $frac ($still of $had), stream $3 MiB/s, cgroup peak $peak MiB"
+	echo "$rep,$fs,$sys,$had,$still,$frac,$3,$peak,$([ "$(drops)" = "$x0" ] && echo 0 || echo 1),$served" >> "$RAW/hot.csv"
+	log "hot $rep $fs $sys: survival $frac ($still of $had), stream $3 MiB/s, cgroup peak $peak MiB, writes by $served"
+}
+
+# Kernel-served write streams a dcfs mount has opened so far.
+write_behind_opens() {
+	"$DCFS_BIN" stat --json "$1" 2>/dev/null | grep -o '"opened_write_behind":[0-9]*' |
+		awk -F: '{ s += $2 } END { print s + 0 }'
 }
 
 hot_part() {
@@ -351,17 +361,18 @@ report_writes() {
 }
 
 report_hot() {
-	echo "| fs | system | hot pages resident before | survival median (worst) | stream MiB/s | cgroup peak MiB | runs used |"
-	echo "|---|---|---:|---:|---:|---:|---:|"
+	echo "| fs | system | writes served by | hot pages resident before | survival median (worst) | stream MiB/s | cgroup peak MiB | runs used |"
+	echo "|---|---|---|---:|---:|---:|---:|---:|"
 	awk -F, "$median_awk"'
 	FNR == NR { if ($9 == 0) clean[$2 "," $3]++; next }
 	$9 == 1 { dist[$2 "," $3]++; if (clean[$2 "," $3]) next }
 	{ k = $2 "," $3; if (!(k in seen)) { seen[k] = 1; order[++n] = k; worst[k] = 2 }
 	  b[k] = b[k] " " $4; fr[k] = fr[k] " " $6; s[k] = s[k] " " $7; pk[k] = pk[k] " " $8; runs[k]++
+	  sv = $10 == "" ? "-" : $10; if (!(k in by)) by[k] = sv; else if (index(by[k], sv) == 0) by[k] = by[k] " and " sv
 	  if ($6 + 0 < worst[k]) worst[k] = $6 + 0 }
 	END { for (i = 1; i <= n; i++) { k = order[i]; split(k, p, ",")
 	  x = dist[k] ? sprintf(" (%d disturbed)", dist[k]) : ""
-	  printf "| %s | %s | %d | %.1f %% (%.1f %%) | %.0f | %.0f | %d%s |\n", p[1], p[2], med(b[k]), 100 * med(fr[k]),
+	  printf "| %s | %s | %s | %d | %.1f %% (%.1f %%) | %.0f | %.0f | %d%s |\n", p[1], p[2], by[k], med(b[k]), 100 * med(fr[k]),
 	    100 * worst[k], med(s[k]), med(pk[k]), runs[k], x } }' \
 		"$RAW/hot.csv" "$RAW/hot.csv" |
 	sed -e 's/| nat-buf |/| native buffered |/; s/| nat-dc |/| native RWF_DONTCACHE |/' \
