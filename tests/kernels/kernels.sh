@@ -14,6 +14,9 @@
 #   KFS="ext4 xfs btrfs f2fs exfat nfs nfs-export"  backing filesystems
 #   K_STREAM_MIB=1024  bytes streamed per filesystem (the residency and
 #                      hot-set stages)
+#   K_HOT_MIB=128 K_CG_MIB=384  the hot file and its memory cgroup's limit
+#                      (a hot file larger than the limit fills the cgroup:
+#                      write streams then go to the daemon's engine)
 #   K_STAGES="..."     only these stages (names as in the table)
 #   K_CPUS=2 K_MEM=2G  guest size
 #   K_TIMEOUT=3600     wall-clock limit per guest
@@ -206,6 +209,7 @@ boot_kernel() {	# NAME
 		-a "rootflags=trans=virtio,version=9p2000.L,msize=262144,cache=loose" -- \
 		K_NAME="$name" K_OUT="$run" K_DISKS="$map" \
 		K_KROOT="$kroot" K_CONFIG="$cfg" K_STREAM_MIB="$STREAM_MIB" \
+		K_HOT_MIB="${K_HOT_MIB:-128}" K_CG_MIB="${K_CG_MIB:-384}" \
 		K_STAGES="$(echo "${K_STAGES:-}" | tr ' ' ,)" || rc=$?
 	echo "$(( $(date +%s) - t0 ))" > "$run/seconds"
 	rm -rf "$run/img"
