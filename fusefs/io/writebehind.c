@@ -13,18 +13,22 @@
  *  - the front: the file's size when the stream extends the file (the
  *    page below it is dirty); else where its dirty pages end (cachestat,
  *    bisected in STEP_BYTES);
- *  - what is written back is dropped (POSIX_FADV_DONTNEED, which leaves
- *    dirty, locked, mapped pages and pages under writeback alone), up to
- *    LAG_BYTES below the front;
+ *  - writeback of everything up to LAG_BYTES below the front is started,
+ *    not by the look thread but by a second thread of the stream, the
+ *    kicker (sync_file_range(SYNC_FILE_RANGE_WRITE)): starting writeback
+ *    blocks at times (block allocation, a busy disk: 6-17 ms measured on
+ *    xfs and ext4), and a look thread blocked there let the writer run on
+ *    unpaced at several GB/s (peaks of 57-127 MiB on xfs beside another
+ *    writer of the disk, 24-27 MiB with the kicker: tests/bench/README.md);
+ *  - what the kicker has started is dropped once written back
+ *    (POSIX_FADV_DONTNEED, which leaves dirty, locked, mapped pages and
+ *    pages under writeback alone, and, having nothing dirty in that range,
+ *    starts no writeback itself);
  *  - the pace: when more than PACE_BYTES of the file are resident, the
  *    writer is held while writeback of everything up to PACE_KEEP below
  *    the front is started and waited for, and that is dropped;
  *  - a writer at rest (the size did not move since the last look) gets
- *    its dirty tail written back (sync_file_range(SYNC_FILE_RANGE_WRITE))
- *    and, once clean, dropped.  Writeback is not started that way while
- *    the writer runs: a submission blocks for tens of ms at times (ext4's
- *    block allocation), the writer runs on unpaced meanwhile, and such
- *    starts left peaks of 154-969 MiB where the pace alone held 20-46.
+ *    its dirty tail written back (by the kicker) and, once clean, dropped.
  *  The daemon never sees the
  *    writes, so it cannot make the writer wait the way the engine does
  *    (write_pipe.c throttle()); instead it holds the lock a buffered write
@@ -102,8 +106,12 @@ struct wb_state {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool stop;
-	bool running, served;	    /* the thread; the kernel writes the stream */
-	bool quiet;		    /* writebehind_quiesce() ran */
+	bool running, served; /* the thread; the kernel writes the stream */
+	bool quiet;	      /* writebehind_quiesce() ran */
+	pthread_t kicker;     /* starts writeback (kicker_main()) */
+	pthread_cond_t kick_cond;
+	bool kicking;		    /* the kicker runs */
+	off_t kick_to, kicked;	    /* wanted started below; started below */
 	int dio_fd;		    /* O_DIRECT reader of the backing file; -1: no pace */
 	off_t last_size;	    /* at the last look */
 	off_t counted;		    /* written_kernel counted up to this size */
@@ -248,6 +256,67 @@ static void count_growth(struct wb_state *d, off_t size)
 	d->counted = size;
 }
 
+/*
+ * The kicker: starts writeback of [kicked, kick_to) whenever the look
+ * thread moves kick_to, at nice -10 rather than real-time: while it is
+ * busy starting writeback it must not keep the look thread, which holds
+ * the bound, off a CPU.  Late, it only costs speed: the pace waits for
+ * what is not written yet.
+ */
+static void *kicker_main(void *arg)
+{
+	struct wb_state *d = arg;
+
+	setpriority(PRIO_PROCESS, (id_t)gettid(), WB_NICE);
+	pthread_mutex_lock(&d->lock);
+	while (!d->stop) {
+		off_t from = d->kicked, to = d->kick_to;
+
+		if (to <= from) {
+			pthread_cond_wait(&d->kick_cond, &d->lock);
+			continue;
+		}
+		pthread_mutex_unlock(&d->lock);
+		sync_file_range(d->file->fd, from, to - from, SYNC_FILE_RANGE_WRITE);
+		pthread_mutex_lock(&d->lock);
+		if (d->kicked == from) /* not reset by a shorter file meanwhile */
+			d->kicked = to;
+	}
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+/* Writeback of [0, to) wanted started: by the kicker, else right here. */
+static void kick(struct wb_state *d, off_t to)
+{
+	if (to <= 0)
+		return;
+	if (!d->kicking) {
+		sync_file_range(d->file->fd, 0, to, SYNC_FILE_RANGE_WRITE);
+		d->kicked = to;
+		return;
+	}
+	pthread_mutex_lock(&d->lock);
+	if (to < d->kicked) /* truncated, or rewritten from the start */
+		d->kicked = 0;
+	if (to != d->kick_to) {
+		d->kick_to = to;
+		pthread_cond_signal(&d->kick_cond);
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* Below this, writeback has been started (so a drop starts none). */
+static off_t kicked_below(struct wb_state *d)
+{
+	off_t done;
+
+	pthread_mutex_lock(&d->lock);
+	done = d->kicked;
+	pthread_mutex_unlock(&d->lock);
+	return done;
+}
+
 /* One look; false if nothing changed since the last. */
 static bool look(struct wb_state *d)
 {
@@ -268,26 +337,24 @@ static bool look(struct wb_state *d)
 		return true;
 	}
 	front = cs.nr_dirty + cs.nr_writeback ? dirty_front(fd, st.st_size) : st.st_size;
+	behind = page_down(front - LAG_BYTES);
+	/* A writer that paused (or stopped): its tail too. */
+	if (cs.nr_dirty)
+		kick(d, st.st_size == size_before ? st.st_size : behind);
 	if ((long long)cs.nr_cache * PAGE_BYTES > PACE_BYTES && front > PACE_KEEP) {
 		/* Over the budget: written back and waited for, the writer held. */
 		pace(d, 0, front - PACE_KEEP);
 		drop_below(d, front - PACE_KEEP);
-	} else if (st.st_size == size_before && cs.nr_dirty) {
-		/*
-		 * A writer that paused (or stopped): its tail is written back
-		 * now rather than when the flusher gets to it.  Not while it
-		 * writes: a submission that blocks (tens of ms on ext4) lets
-		 * the writer run on unpaced, and such starts left peaks of
-		 * 154-969 MiB where the pace alone held 20-46 (1 GiB writes of
-		 * 4 KiB-1 MiB, ext4 and xfs, same run).
-		 */
-		sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-	}
-	behind = page_down(front - LAG_BYTES);
-	if (!cs.nr_dirty && !cs.nr_writeback && st.st_size == size_before)
+	} else if (!cs.nr_dirty && !cs.nr_writeback && st.st_size == size_before) {
 		drop_below(d, 0); /* a writer at rest, all written: everything */
-	else if (behind > 0)
-		drop_below(d, behind);
+	} else {
+		off_t started = kicked_below(d);
+
+		if (started > behind)
+			started = behind;
+		if (started > 0) /* (0 would be the whole file) */
+			drop_below(d, started);
+	}
 	if (stat_range(fd, 0, 0, &d->seen) == 0)
 		count_dropped(d, &cs, &d->seen);
 	return true;
@@ -430,6 +497,7 @@ int writebehind_prepare(struct dcfs_file *f)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&d->cond, &ca);
+	pthread_cond_init(&d->kick_cond, NULL);
 	pthread_condattr_destroy(&ca);
 	d->counted = f->pt.size0 > 0 ? f->pt.size0 : 0;
 	f->wb = d;
@@ -493,6 +561,8 @@ void writebehind_decided(struct dcfs_file *f)
 	if (!f->pt.write_mode && !d)
 		return; /* not a write stream */
 	if (d && passthrough_by_kernel(f) && !f->pt.uncached) {
+		/* Without it, the look thread starts writeback itself. */
+		d->kicking = pthread_create(&d->kicker, NULL, kicker_main, d) == 0;
 		err = pthread_create(&d->thread, NULL, writebehind_main, d);
 		if (err)
 			/* Written back and dropped at release all the same. */
@@ -531,6 +601,14 @@ void writebehind_quiesce(struct dcfs_file *f)
 		pthread_mutex_unlock(&d->lock);
 		pthread_join(d->thread, NULL);
 		d->running = false;
+	}
+	if (d->kicking) {
+		pthread_mutex_lock(&d->lock);
+		d->stop = true;
+		pthread_cond_signal(&d->kick_cond);
+		pthread_mutex_unlock(&d->lock);
+		pthread_join(d->kicker, NULL);
+		d->kicking = false;
 	}
 	if (!d->served)
 		return;
@@ -600,6 +678,7 @@ void writebehind_stop(struct dcfs_file *f)
 	if (d->dio_fd >= 0)
 		close(d->dio_fd);
 	pthread_cond_destroy(&d->cond);
+	pthread_cond_destroy(&d->kick_cond);
 	pthread_mutex_destroy(&d->lock);
 	free(d);
 	f->wb = NULL;
