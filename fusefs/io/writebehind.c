@@ -594,22 +594,16 @@ void writebehind_quiesce(struct dcfs_file *f)
 	if (!d || d->quiet)
 		return;
 	d->quiet = true;
-	if (d->running) {
-		pthread_mutex_lock(&d->lock);
-		d->stop = true;
-		pthread_cond_signal(&d->cond);
-		pthread_mutex_unlock(&d->lock);
+	pthread_mutex_lock(&d->lock);
+	d->stop = true;
+	pthread_cond_signal(&d->cond);
+	pthread_cond_signal(&d->kick_cond);
+	pthread_mutex_unlock(&d->lock);
+	if (d->running)
 		pthread_join(d->thread, NULL);
-		d->running = false;
-	}
-	if (d->kicking) {
-		pthread_mutex_lock(&d->lock);
-		d->stop = true;
-		pthread_cond_signal(&d->kick_cond);
-		pthread_mutex_unlock(&d->lock);
+	if (d->kicking)
 		pthread_join(d->kicker, NULL);
-		d->kicking = false;
-	}
+	d->running = d->kicking = false;
 	if (!d->served)
 		return;
 	atomic_fetch_sub(&streams, 1);
