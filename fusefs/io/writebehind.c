@@ -286,13 +286,16 @@ static void *kicker_main(void *arg)
 	return NULL;
 }
 
-/* Writeback of [0, to) wanted started: by the kicker, else right here. */
+/*
+ * Writeback of [0, to) wanted started: by the kicker; without one (no
+ * thread could be made), by the look's drop below (POSIX_FADV_DONTNEED
+ * writes back what it finds dirty), as before there was a kicker.
+ */
 static void kick(struct wb_state *d, off_t to)
 {
 	if (to <= 0)
 		return;
 	if (!d->kicking) {
-		sync_file_range(d->file->fd, 0, to, SYNC_FILE_RANGE_WRITE);
 		d->kicked = to;
 		return;
 	}
