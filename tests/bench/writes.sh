@@ -236,11 +236,10 @@ stress_start() {
 stress_stop() { [ -n "$STRESS" ] && { kill "$STRESS"; wait "$STRESS" 2>/dev/null || true; STRESS=""; }; }
 
 # The systems in the order of run REP: each run starts one later, so no
-# system always follows the same other one.  The one before deleted a
-# file of the same size on the same filesystem, whose online discard
-# (mount -o discard) the next run competes with: with a fixed order dcfs
-# always followed native RWF_DONTCACHE there, and ran at 0.70x it on ext4
-# where the other order gave 0.92x (1 MiB, 2 runs each, same session).
+# system always follows the same other one.  With a fixed order dcfs
+# always followed native RWF_DONTCACHE, and ran at 0.70x it on ext4 where
+# the other order gave 0.92x (1 MiB, 2 runs each, same session; then with
+# online discard, whose work for the run before the next one met).
 rotated_systems() { # rep
 	local -a all
 	read -ra all <<<"$SYSTEMS"
