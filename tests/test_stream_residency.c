@@ -543,6 +543,74 @@ START_TEST(stream_kw_window_busy_disk)
 }
 END_TEST
 
+/*
+ * A writer that rests and then writes again (a recorder between bursts, a
+ * download that stalled) is held to the same window from its first write
+ * on: the look thread of a resting stream sleeps up to 50 ms, and before
+ * the write woke it (writewatch.c) the writer put up to 216 MiB into the
+ * page cache meanwhile (xfs, 1 MiB writes, 3 s rest).  Where a look falls
+ * in that sleep is chance, so the writer rests PAUSE_RESTS times, for
+ * different lengths, and writes PAUSE_BURST after each.
+ */
+#define PAUSE_HEAD (8u << 20)
+#define PAUSE_RESTS 5
+#define PAUSE_MS 1300
+#define PAUSE_BURST (96u << 20)
+
+START_TEST(stream_kw_window_pause)
+{
+	st_begin();
+	char err[2048], rel[] = "kw-pause.mkv";
+	struct own_mount m;
+	unsigned char *src = big_pattern(4800 + g_sk);
+	long long rested = -1;
+
+	ck_assert_msg(own_mount_start(&m, g_sm_root, "kw-pause", KW_CONF) == 0, "mount: %s", m.err);
+	long long wb0 = stats_get(m.mnt, "dontcache", "opened_write_behind");
+	struct peak_sampler ps = { .peak = 0 };
+	snprintf(ps.path, sizeof ps.path, "%s/%s", m.exp, rel);
+	ck_assert_int_eq(write_file(ps.path, "", 0, 0644), 0);
+	int fd = open(path_at(m.mnt, "%s", rel), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	ck_assert_msg(fd >= 0, "create %s: %s", rel, strerror(errno));
+	for (size_t done = 0; done < PAUSE_HEAD; done += 1 << 20)
+		ck_assert_int_eq(write(fd, src, 1 << 20), 1 << 20);
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, peak_main, &ps), 0);
+	for (int rest = 0; rest < PAUSE_RESTS; rest++) {
+		sleep_ms(PAUSE_MS + rest * 337);
+		if (rest == 0) { /* all written back and dropped by now */
+			int rfd = open(ps.path, O_RDONLY);
+			rested = rfd >= 0 ? resident_pages(rfd) : -1;
+			if (rfd >= 0)
+				close(rfd);
+		}
+		for (size_t done = 0; done < PAUSE_BURST; done += 1 << 20)
+			ck_assert_int_eq(write(fd, src + (done >> 20) % 4 * 4096, 1 << 20),
+					 1 << 20);
+	}
+	ck_assert_int_eq(fsync(fd), 0);
+	ck_assert_int_eq(close(fd), 0);
+	long long left = wait_resident_le(ps.path, 0, 10);
+	atomic_store(&ps.stop, 1);
+	pthread_join(th, NULL);
+	long long wb = stats_get(m.mnt, "dontcache", "opened_write_behind") - wb0;
+	printf("stream-%s kernel-served writes after rests: %lld pages resident at the first rest, "
+	       "peak %lld pages (%lld samples), %lld after close; opened_write_behind +%lld\n",
+	       sk_names[g_sk], rested, ps.peak, ps.samples, left, wb);
+	fflush(stdout);
+	unlink(ps.path);
+	ck_assert_msg(own_mount_stop(&m, err, sizeof err) == 0, "unmount: %s", err);
+	free(src);
+	ck_assert_msg(wb == 1, "opened_write_behind +%lld, expected 1", wb);
+	ck_assert_msg(rested == 0, "%lld pages of a resting stream resident after %d ms", rested,
+		      PAUSE_MS);
+	ck_assert_msg(ps.peak <= BUSY_WINDOW_PAGES,
+		      "%lld pages of the stream resident at once after a rest (window %d)", ps.peak,
+		      BUSY_WINDOW_PAGES);
+	ck_assert_msg(left == 0, "%lld pages resident 10 s after the close", left);
+}
+END_TEST
+
 void stream_residency_tests(TCase *tc, enum skind k)
 {
 	ADD_STREAM_TEST(tc, stream_write_residency);
@@ -552,4 +620,6 @@ void stream_residency_tests(TCase *tc, enum skind k)
 	ADD_STREAM_TEST(tc, stream_kw_window);
 	if (k != SK_BTRFS)
 		ADD_STREAM_TEST(tc, stream_kw_window_busy_disk);
+	if (k != SK_BTRFS)
+		ADD_STREAM_TEST(tc, stream_kw_window_pause);
 }

@@ -384,6 +384,17 @@ void notify_writer_close(fuse_ino_t ino);
  * those above it; -ENOENT where none has a limit. */
 int memcg_room(pid_t pid, uint64_t *room);
 
+/* writewatch.c: a call of wake(arg) at the next write to a file, once */
+struct write_watch {
+	int wd; /* the inotify watch, -1: not armed */
+	void (*wake)(void *arg);
+	void *arg;
+	struct write_watch *next; /* armed ones */
+};
+void writewatch_init(struct write_watch *w, void (*wake)(void *), void *arg);
+int writewatch_arm(struct write_watch *w, int fd);
+void writewatch_cancel(struct write_watch *w);
+
 /* writebehind.c */
 const char *writebehind_refusal(const struct dcfs_file *f);
 int writebehind_prepare(struct dcfs_file *f);
