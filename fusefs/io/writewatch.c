@@ -49,13 +49,16 @@ static void unlink_watch(struct write_watch *w)
 	w->wd = -1;
 }
 
-/* An event of wd (its IN_MODIFY, or IN_IGNORED once the watch went): wake. */
+/*
+ * An event of wd (its IN_MODIFY, or IN_IGNORED once the watch went): wake.
+ * wd -1 (IN_Q_OVERFLOW: events were lost): wake every armed stream.
+ */
 static void fired(int wd)
 {
 	pthread_mutex_lock(&table_lock);
 	for (struct write_watch *w = armed, *next; w; w = next) {
 		next = w->next;
-		if (w->wd != wd)
+		if (w->wd != wd && wd != -1)
 			continue;
 		unlink_watch(w);
 		w->wake(w->arg);
