@@ -269,7 +269,7 @@ END_TEST
 
 /* ---- writes served by the kernel, written behind (passthrough_writes) -------------- */
 /* The window the suite allows a kernel-served write stream (dcfs.conf(5),
- * "Writes by the kernel"): 16 MiB before the writer is held, plus what it
+ * "Writes by the kernel"): 24 MiB before the writer is held, plus what it
  * adds between two looks of the daemon's thread. */
 #define KW_WINDOW_PAGES ((64 << 20) / 4096)
 
@@ -450,7 +450,7 @@ END_TEST
  * BUSY_WINDOW_PAGES of it resident at any moment (sampled every 0.5 ms).
  */
 #define BUSY_STREAM (1024u << 20)
-#define BUSY_WINDOW_PAGES ((48 << 20) / 4096)
+#define BUSY_WINDOW_PAGES ((64 << 20) / 4096)
 #define BUSY_FILE (256 << 20)
 #define BUSY_WRITERS 4
 

@@ -42,6 +42,13 @@
  *    then fails with EFAULT without reading anything.  Where that does not
  *    hold (a filesystem that falls back to buffered reads for O_DIRECT)
  *    the stream is only not paced: nothing is read, nothing is lost.
+ * Why 24 and 16 MiB: what the pace leaves in flight is what keeps the disk
+ * busy while the writer waits, and a 16 / 4 MiB pace left 12-15 writes
+ * in the loop device's queue where native RWF_DONTCACHE keeps 37-48.  In
+ * two interleaved rounds (64 KiB and 1 MiB on ext4 and xfs, against
+ * native RWF_DONTCACHE) 16 / 4 MiB ran at 0.76-1.35x, 24 / 16 at
+ * 0.96-1.31x, with peaks of 29-33 MiB instead of 20-28
+ * (tests/bench/README.md).
  * The stream then holds at most about PACE_BYTES plus what the writer
  * adds during one look (measured peaks: tests/bench/README.md; a look
  * that a busy CPU delays lets the writer run on), and nothing after the
@@ -87,8 +94,8 @@
 #define PAGE_BYTES 4096
 #define STEP_BYTES (1LL << 20)	/* resolution of a dirty front */
 #define LAG_BYTES (2LL << 20)	/* writeback starts this far behind the front */
-#define PACE_BYTES (16LL << 20) /* resident above this: the writer waits */
-#define PACE_KEEP (4LL << 20)	/* ... until all but this much is written */
+#define PACE_BYTES (24LL << 20) /* resident above this: the writer waits */
+#define PACE_KEEP (16LL << 20)	/* ... until all but this much is written */
 /* The writer's memory cgroup has less room than this: the engine writes. */
 #define MEMCG_ROOM_MIN (64LL << 20)
 #define WB_NICE (-10)
