@@ -530,7 +530,7 @@ int writebehind_prepare(struct dcfs_file *f)
 		return -ENOMEM;
 	pthread_once(&none_once, none_make);
 	d->file = f;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", f->fd);
+	inode_proc_path(f->fd, path);
 	/* The daemon's own identity: it only waits on the file, reads nothing. */
 	d->dio_fd = open(path, O_RDONLY | O_DIRECT | O_NOATIME | O_CLOEXEC);
 	pthread_mutex_init(&d->lock, NULL);

@@ -139,8 +139,8 @@ int writewatch_arm(struct write_watch *w, int fd)
 		return -ENOSYS;
 	pthread_mutex_lock(&table_lock);
 	if (w->wd < 0) {
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 		/* The daemon's own fd: the file it has open, not a name. */
+		inode_proc_path(fd, path);
 		wd = inotify_add_watch(ino_fd, path, IN_MODIFY | IN_ONESHOT);
 		if (wd < 0) {
 			err = -errno;
