@@ -342,7 +342,14 @@ static bool look(struct wb_state *d)
 		return false;
 	note_peak(d, cs.nr_cache);
 	count_growth(d, st.st_size);
-	if (same_pages(&cs, &d->seen) && st.st_size == d->last_size)
+	/*
+	 * Nothing moved: nothing to do, unless a writer at rest left a dirty
+	 * tail the kicker was never asked for (the look that would have asked
+	 * found the pages as the last look left them, and the tail stayed
+	 * until the kernel's flusher came, 30 s later).
+	 */
+	if (same_pages(&cs, &d->seen) && st.st_size == d->last_size &&
+	    !(cs.nr_dirty && kicked_below(d) < st.st_size))
 		return false;
 	d->last_size = st.st_size;
 	if (!cs.nr_cache) {
