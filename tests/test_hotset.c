@@ -41,6 +41,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #define HOT_BYTES (48u << 20)
@@ -304,6 +305,23 @@ static int stream_through(const char *path, const char *back)
 	return w == r ? 0 : 4;
 }
 
+/*
+ * What user.dcfs.policy tells the asker about the stream's writes (the
+ * asker's memory cgroup decides as the opener's does): 0 if it says want.
+ */
+static int policy_says(const char *path, const char *want)
+{
+	char v[512];
+	ssize_t n = getxattr(path, "user.dcfs.policy", v, sizeof v - 1);
+
+	if (n < 0)
+		return 6;
+	v[n] = 0;
+	printf("hotset %s: user.dcfs.policy in the cgroup: %s\n", path, v);
+	fflush(stdout);
+	return strstr(v, want) ? 0 : 5;
+}
+
 /* ---- one measurement --------------------------------------------------------------- */
 
 static long long drops_so_far(void)
@@ -347,6 +365,7 @@ struct hot_result {
 	long long evicted, canary_evicted; /* by reclaim, during the stream */
 	bool dropped, reclaimed;	   /* someone's drop_caches; global reclaim */
 	bool said_full;			   /* the log: written by the engine, cgroup full */
+	int policy_rc;			   /* policy_says() in the cgroup, before the stream */
 };
 
 static void hot_attempt(enum hot_mode mode, struct hot_result *r)
@@ -388,6 +407,13 @@ static void hot_attempt(enum hot_mode mode, struct hot_result *r)
 	ck_assert_int_eq(read_all(canary, NULL), 0);
 	r->before = pages_of(hot);
 	r->canary_before = pages_of(canary);
+	/* Asked in the cgroup before the open: what the open then decides. */
+	ck_assert_int_eq(write_file(stream_b, "", 0, 0644), 0);
+	r->policy_rc = mode == HM_KERNEL || mode == HM_FULL
+			       ? in_cgroup(cg, policy_says, stream_m,
+					   mode == HM_FULL ? "memory cgroup is at its limit"
+							   : "written behind")
+			       : 0;
 	long long ev0 = evicted_of(hot), cev0 = evicted_of(canary);
 	rc = in_cgroup(cg, stream_through, stream_m, sh.read_back ? stream_m : NULL);
 	ck_assert_msg(
@@ -474,6 +500,10 @@ static void hot_check(enum hot_mode mode)
 		      mode_names[mode], r.stream_left);
 	ck_assert_msg(mode != HM_FULL || r.said_full,
 		      "full: the mount log does not say that the writer's memory cgroup decided");
+	ck_assert_msg(r.policy_rc == 0,
+		      "%s: user.dcfs.policy, asked from the writer's cgroup, does not say how "
+		      "its writes would be served (%s)",
+		      mode_names[mode], r.policy_rc == 6 ? "no value" : "another reason");
 }
 
 START_TEST(hot_kernel)

@@ -94,7 +94,9 @@ static char *file_policy_text(fuse_req_t req, struct dcfs_inode *inode)
 		/* "dontcache (...); writes by the kernel (passthrough), written behind" */
 		char mode[224], *v = NULL;
 
-		io_describe_writes(inode, cfg, d.deferred, mode, sizeof(mode));
+		/* The asker's memory cgroup, as the opener's at an open. */
+		io_describe_writes(inode, cfg, d.deferred, fuse_req_ctx(req)->pid, mode,
+				   sizeof(mode));
 		config_put(cfg);
 		if (asprintf(&v, "%s; %s", buf, mode) < 0)
 			v = NULL;

@@ -510,9 +510,9 @@ void io_describe_cached(struct dcfs_inode *inode, char *buf, size_t size)
 	passthrough_describe(inode, buf, size);
 }
 
-/* How a write open of a streaming file would have its writes served now. */
+/* How asker's write open of a streaming file would have its writes served now. */
 void io_describe_writes(struct dcfs_inode *inode, const struct dcfs_config *cfg, bool deferred,
-			char *buf, size_t size)
+			pid_t asker, char *buf, size_t size)
 {
-	writebehind_describe(inode, cfg, deferred, buf, size);
+	writebehind_describe(inode, cfg, deferred, asker, buf, size);
 }

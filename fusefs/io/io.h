@@ -229,7 +229,7 @@ bool io_entry_settle(struct dcfs_inode *inode, uint64_t mark);
 void io_mode_changed(struct dcfs_inode *inode);
 void io_describe_cached(struct dcfs_inode *inode, char *buf, size_t size);
 void io_describe_writes(struct dcfs_inode *inode, const struct dcfs_config *cfg, bool deferred,
-			char *buf, size_t size);
+			pid_t asker, char *buf, size_t size);
 
 /* copy.c */
 ssize_t copy_uncached(struct dcfs_file *fin, off_t in, struct dcfs_file *fout, off_t out,
@@ -396,7 +396,7 @@ int writewatch_arm(struct write_watch *w, int fd);
 void writewatch_cancel(struct write_watch *w);
 
 /* writebehind.c */
-const char *writebehind_refusal(const struct dcfs_file *f);
+const char *writebehind_refusal(const struct dcfs_file *f, pid_t writer);
 int writebehind_prepare(struct dcfs_file *f);
 void writebehind_decided(struct dcfs_file *f);
 void writebehind_flush(struct dcfs_file *f);
@@ -404,7 +404,7 @@ void writebehind_quiesce(struct dcfs_file *f);
 void writebehind_stop(struct dcfs_file *f);
 unsigned int writebehind_streams(void);
 void writebehind_describe(struct dcfs_inode *inode, const struct dcfs_config *cfg, bool deferred,
-			  char *buf, size_t size);
+			  pid_t asker, char *buf, size_t size);
 
 /* dropbehind.c */
 int dropbehind_start(void);

@@ -126,7 +126,7 @@ static void choose_write_mode(struct dcfs_file *f, const struct dcfs_config *cfg
 	if (!cfg->passthrough_writes)
 		f->pt.write_mode = "by the daemon engine: passthrough_writes = no";
 	else
-		f->pt.write_mode = writebehind_refusal(f);
+		f->pt.write_mode = writebehind_refusal(f, f->stats ? f->stats->pid : 0);
 	f->pt.writebehind_wish = !f->pt.write_mode && writebehind_prepare(f) == 0;
 	if (!f->pt.write_mode && !f->pt.writebehind_wish)
 		f->pt.write_mode =

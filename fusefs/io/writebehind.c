@@ -485,19 +485,20 @@ static void *writebehind_main(void *arg)
  * 680-1765) and a fourth of the writer's CPU (0.28-0.44 s against
  * 0.97-1.71: the reclaim it no longer does).
  */
-static bool opener_memcg_full(const struct dcfs_file *f)
+static bool memcg_full(pid_t writer)
 {
 	uint64_t room;
 
-	return f->stats && memcg_room(f->stats->pid, &room) == 0 && room < MEMCG_ROOM_MIN;
+	return writer > 0 && memcg_room(writer, &room) == 0 && room < MEMCG_ROOM_MIN;
 }
 
 /*
  * Whether a write stream may be served by the kernel with write-behind
- * here; NULL if so, else why not (user.dcfs.policy, the log).  The
- * opener's cgroup counts only at an open (f->stats: who opened).
+ * here; NULL if so, else why not (user.dcfs.policy, the log).  writer:
+ * the process whose memory cgroup the stream's pages would be charged to
+ * (the opener; for user.dcfs.policy the asker), 0 if none is known.
  */
-const char *writebehind_refusal(const struct dcfs_file *f)
+const char *writebehind_refusal(const struct dcfs_file *f, pid_t writer)
 {
 	struct dcfs_cachestat cs;
 
@@ -507,7 +508,7 @@ const char *writebehind_refusal(const struct dcfs_file *f)
 		return "by the daemon engine: no cachestat(2) (Linux >= 6.5) for write-behind";
 	if (cs.nr_cache)
 		return "by the daemon engine: the file has cached pages (in use)";
-	if (opener_memcg_full(f))
+	if (memcg_full(writer))
 		return "by the daemon engine: the writer's memory cgroup is at its limit";
 	return NULL;
 }
@@ -728,11 +729,12 @@ void writebehind_stop(struct dcfs_file *f)
 }
 
 /*
- * For user.dcfs.policy: how a write open of a streaming file would have its
- * writes served now (the open decides again, the same way).
+ * For user.dcfs.policy: how a write open of a streaming file by asker (a
+ * pid: its memory cgroup counts) would have its writes served now (the
+ * open decides again, the same way).
  */
 void writebehind_describe(struct dcfs_inode *inode, const struct dcfs_config *cfg, bool deferred,
-			  char *buf, size_t size)
+			  pid_t asker, char *buf, size_t size)
 {
 	struct dcfs_file probe_file = { .inode = inode, .fd = -1 };
 	char pt_mode[160], path[64];
@@ -757,7 +759,7 @@ void writebehind_describe(struct dcfs_inode *inode, const struct dcfs_config *cf
 		why = "by the daemon engine: the file cannot be looked at";
 	if (!why) {
 		probe_file.probe = probe_get(probe_file.fd);
-		why = writebehind_refusal(&probe_file);
+		why = writebehind_refusal(&probe_file, asker);
 	}
 	if (probe_file.fd >= 0)
 		close(probe_file.fd);
