@@ -41,7 +41,6 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #define HOT_BYTES (48u << 20)
@@ -311,15 +310,13 @@ static int stream_through(const char *path, const char *back)
  */
 static int policy_says(const char *path, const char *want)
 {
-	char v[512];
-	ssize_t n = getxattr(path, "user.dcfs.policy", v, sizeof v - 1);
+	char *v = xattr_str(path, "user.dcfs.policy");
+	int rc = !v ? 6 : strstr(v, want) ? 0 : 5;
 
-	if (n < 0)
-		return 6;
-	v[n] = 0;
-	printf("hotset %s: user.dcfs.policy in the cgroup: %s\n", path, v);
+	printf("hotset %s: user.dcfs.policy in the cgroup: %s\n", path, v ? v : "(none)");
 	fflush(stdout);
-	return strstr(v, want) ? 0 : 5;
+	free(v);
+	return rc;
 }
 
 /* ---- one measurement --------------------------------------------------------------- */
